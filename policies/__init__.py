@@ -1,0 +1,1 @@
+"""Networks and algorithms (stage 2). Imports robot_rl.core only."""

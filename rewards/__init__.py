@@ -1,0 +1,1 @@
+"""Reward models (stage 5). Imports robot_rl.core only."""

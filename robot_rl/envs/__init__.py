@@ -1,0 +1,5 @@
+"""Gymnasium envs over robot_rl's Protocols."""
+
+from robot_rl.envs.robot_env import RobotEnv
+
+__all__ = ["RobotEnv"]

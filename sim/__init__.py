@@ -1,0 +1,1 @@
+"""The MuJoCo twin: arm model, controller, tasks, cameras, scripted experts."""
