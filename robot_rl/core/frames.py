@@ -19,13 +19,18 @@ _EPS = 1e-12
 
 
 def quat_normalize(q: np.ndarray) -> np.ndarray:
-    """Unit quaternion with ``w >= 0``. Raises on a zero or non-finite quaternion."""
+    """Unit quaternion with ``w >= 0`` (first non-zero component positive when ``w == 0``).
+
+    Raises on a zero or non-finite quaternion.
+    """
     q = np.asarray(q, dtype=np.float64)
     n = float(np.linalg.norm(q))
     if not np.isfinite(n) or n < _EPS:
         raise ValueError(f"quaternion {q} is zero or not finite; expected (w, x, y, z) unit norm")
     q = q / n
-    return -q if q[0] < 0 else q
+    if q[0] < 0 or (q[0] == 0 and q[np.flatnonzero(q)[0]] < 0):
+        q = -q
+    return q
 
 
 def quat_mul(q1: np.ndarray, q2: np.ndarray) -> np.ndarray:

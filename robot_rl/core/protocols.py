@@ -63,7 +63,8 @@ class Robot(Protocol):
     def disconnect(self) -> None: ...
 
     def reset(self, start_pose: np.ndarray, gripper: float = 0.0) -> None:
-        """Bring the arm to ``start_pose`` (7,) and the gripper to ``gripper``; blocks until there."""
+        """Bring the arm to ``start_pose`` (7,) and the gripper to ``gripper``; blocks until
+        there."""
         ...
 
     def read_state(self) -> RobotState: ...

@@ -82,8 +82,9 @@ def check_tree(value: Any, spec: SpecTree, name: str = "obs") -> None:
     missing = set(spec) - set(value)
     extra = set(value) - set(spec)
     if missing or extra:
-        raise SpecError(f"{name}: keys differ from spec; missing {sorted(missing)}, "
-                        f"unexpected {sorted(extra)}")
+        raise SpecError(
+            f"{name}: keys differ from spec; missing {sorted(missing)}, unexpected {sorted(extra)}"
+        )
     for key, sub in spec.items():
         if isinstance(sub, ArraySpec):
             check_array(value[key], sub, f"{name}[{key!r}]")

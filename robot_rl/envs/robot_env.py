@@ -88,7 +88,9 @@ class RobotEnv(gym.Env):
         self.config = config
         self.render_mode = render_mode
         n_joints = robot.spec.num_joints
-        part_shapes = dict(_PART_SHAPES, **{keys.JOINT_POS: (n_joints,), keys.JOINT_VEL: (n_joints,)})
+        part_shapes = dict(
+            _PART_SHAPES, **{keys.JOINT_POS: (n_joints,), keys.JOINT_VEL: (n_joints,)}
+        )
         state_spec = {p: ArraySpec(part_shapes[p], "float32") for p in config.state_parts}
         self.observation_spec: dict = {keys.STATE: state_spec}
         if self.cameras:
@@ -179,10 +181,14 @@ class RobotEnv(gym.Env):
         a = np.asarray(action, dtype=np.float64)
         if a.shape != self.action_spec.shape:
             self.robot.hold()
+            layout = (
+                "[dx, dy, dz, rx, ry, rz, gripper]"
+                if self.config.control_rotation
+                else "[dx, dy, dz, gripper]"
+            )
             raise ValueError(
-                f"action must have shape {self.action_spec.shape} "
-                f"({'[dx, dy, dz, rx, ry, rz, gripper]' if self.config.control_rotation else '[dx, dy, dz, gripper]'}), "
-                f"got {a.shape}; the robot is holding its pose"
+                f"action must have shape {self.action_spec.shape} {layout}, got {a.shape}; "
+                "the robot is holding its pose"
             )
         if not np.all(np.isfinite(a)):
             self.robot.hold()

@@ -1,0 +1,64 @@
+"""Configs of the MuJoCo twin (physics rate, cameras, rendering, domain randomisation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RandomizationConfig:
+    """Domain randomisation hooks; each range is sampled from the episode's Generator at reset.
+
+    Attributes:
+        object_pose: Randomise object start poses within the task's ranges (off: nominal pose).
+        friction_scale: (low, high) multiplicative range for object/finger sliding friction;
+            (1, 1) disables.
+        light_jitter: Max absolute change of the head/scene light diffuse intensity (0 disables).
+        color_jitter: Max absolute change per RGB channel of object/table colours (0 disables).
+        camera_pos_jitter_m: Max camera position jitter per axis, metres (0 disables).
+        camera_rot_jitter_rad: Max camera rotation jitter (rotation-vector norm), rad.
+    """
+
+    object_pose: bool = True
+    friction_scale: tuple[float, float] = (1.0, 1.0)
+    light_jitter: float = 0.0
+    color_jitter: float = 0.0
+    camera_pos_jitter_m: float = 0.0
+    camera_rot_jitter_rad: float = 0.0
+
+    def __post_init__(self) -> None:
+        lo, hi = self.friction_scale
+        if not 0 < lo <= hi:
+            raise ValueError(f"friction_scale {self.friction_scale} must satisfy 0 < low <= high")
+        for name in ("light_jitter", "color_jitter", "camera_pos_jitter_m", "camera_rot_jitter_rad"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The twin's physics and sensors.
+
+    Attributes:
+        sim_hz: Physics and impedance-controller rate; ``sim_hz / control_hz`` must be whole.
+        cameras: Cameras to render into observations (subset of ``("front", "wrist")``);
+            empty for state-only observations.
+        image_height: Rendered image height, pixels.
+        image_width: Rendered image width, pixels.
+        randomization: Domain randomisation settings.
+    """
+
+    sim_hz: float = 500.0
+    cameras: tuple[str, ...] = ("front", "wrist")
+    image_height: int = 128
+    image_width: int = 128
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+
+    def __post_init__(self) -> None:
+        if not 100 <= self.sim_hz <= 2000:
+            raise ValueError(f"sim_hz {self.sim_hz} outside [100, 2000]; 500 is the default")
+        bad = [c for c in self.cameras if c not in ("front", "wrist")]
+        if bad or len(set(self.cameras)) != len(self.cameras):
+            raise ValueError(f"cameras {self.cameras}: choose unique names from ('front', 'wrist')")
+        if not (16 <= self.image_height <= 1024 and 16 <= self.image_width <= 1024):
+            raise ValueError("image_height and image_width must be in [16, 1024]")
