@@ -126,3 +126,20 @@ def test_observations_share_no_memory_across_steps():
 def test_control_rate_must_divide_physics_rate():
     with pytest.raises(ValueError, match="whole number"):
         make(control_hz=7.0)
+
+
+def test_observed_quaternion_is_continuous_near_pointing_down():
+    """The TCP points down (w ~ 0): the observed quaternion must not flip sign between steps."""
+    env, _ = make()
+    obs, _ = env.reset(seed=6)
+    qs = [obs[keys.STATE][keys.TCP_POSE][3:7].copy()]
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        a = np.zeros(7, np.float32)
+        a[3:6] = rng.uniform(-0.3, 0.3, 3)  # wobble around pointing down
+        obs, *_ = env.step(a)
+        qs.append(obs[keys.STATE][keys.TCP_POSE][3:7].copy())
+    qs = np.array(qs)
+    assert np.all(qs @ np.array([0, 1, 0, 0]) >= 0)
+    assert np.max(np.linalg.norm(np.diff(qs, axis=0), axis=1)) < 0.2
+    env.close()

@@ -29,6 +29,10 @@ class EnvConfig:
         max_state_age_s: A robot state older than this at observation time is an error.
         max_image_age_s: A camera frame older than this at observation time is an error.
         terminate_on_success: End the episode (``terminated``) when the task reports success.
+        quat_hemisphere_ref: (w, x, y, z). The observed ``tcp_pose`` quaternion is sign-flipped
+            into this reference's hemisphere (``dot(q, ref) >= 0``). ``q`` and ``-q`` are the same
+            rotation; the ``w >= 0`` canonical form jumps sign for a TCP pointing straight down
+            (w near 0), which a policy would see as a discontinuity. Default: pointing down.
     """
 
     control_hz: float = 10.0
@@ -40,6 +44,7 @@ class EnvConfig:
     max_state_age_s: float = 0.2
     max_image_age_s: float = 0.2
     terminate_on_success: bool = True
+    quat_hemisphere_ref: tuple[float, float, float, float] = (0.0, 1.0, 0.0, 0.0)
 
     def __post_init__(self) -> None:
         if self.control_hz <= 0:

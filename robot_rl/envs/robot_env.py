@@ -101,6 +101,7 @@ class RobotEnv(gym.Env):
         self.action_spec = ArraySpec((config.action_dim,), "float32", -1.0, 1.0)
         self.observation_space = to_space(self.observation_spec)
         self.action_space = to_space(self.action_spec)
+        self._quat_ref = np.asarray(config.quat_hemisphere_ref, dtype=np.float32)
         self._connected = False
         self._state: RobotState | None = None
         self._obs: Observation | None = None
@@ -222,6 +223,10 @@ class RobotEnv(gym.Env):
             images[cam.name] = np.array(frame.image, dtype=np.uint8, copy=True)
             stamps[cam.name] = float(frame.stamp_s)
         parts = {p: state.part(p) for p in self.config.state_parts}
+        if keys.TCP_POSE in parts:
+            q = parts[keys.TCP_POSE][3:7]
+            if float(np.dot(q, self._quat_ref)) < 0:
+                parts[keys.TCP_POSE][3:7] = -q
         self._state = state
         self._obs = Observation(state=parts, images=images, stamps=stamps)
         return self._obs

@@ -1,0 +1,29 @@
+"""Gymnasium wrappers over robot_rl's observation layout, one job each.
+
+They see envs only through gymnasium and :mod:`robot_rl.core.keys` (never ``sim`` or drivers).
+Every action wrapper ships its inverse (``inverse_action``) so that a base-frame action (an
+expert's, a human's) maps into the policy's action space. Wrappers never share memory between
+successive observations: whatever they modify is a new array.
+
+Typical stack, innermost first (see ``robot_rl.cli.factory``)::
+
+    RobotEnv -> GripperDiscretize -> RelativeFrame -> ImageCropResize -> FlattenState -> TimeLimit
+"""
+
+from robot_rl.wrappers.flatten_state import FlattenState
+from robot_rl.wrappers.gripper_discretize import GripperDiscretize
+from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, crop_resize
+from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
+from robot_rl.wrappers.time_limit import TimeLimit
+
+__all__ = [
+    "CropResize",
+    "FlattenState",
+    "GripperDiscretize",
+    "ImageCropResize",
+    "RelativeFrame",
+    "TimeLimit",
+    "base_to_ee_action",
+    "crop_resize",
+    "ee_to_base_action",
+]

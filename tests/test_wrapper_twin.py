@@ -1,0 +1,96 @@
+"""Wrapper behaviour on the MuJoCo twin (RobotEnv over sim.backend), not on a toy env."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.core import frames, keys
+from robot_rl.core.config import EnvConfig
+from robot_rl.envs import RobotEnv
+from robot_rl.wrappers import FlattenState, GripperDiscretize, RelativeFrame, TimeLimit
+from sim.backend import make_sim_backend
+from sim.config import SimConfig
+
+TASK = "pick_cube"
+
+
+def _twin(control_rotation: bool = True, max_episode_steps: int = 50) -> RobotEnv:
+    env_cfg = EnvConfig(max_episode_steps=max_episode_steps, control_rotation=control_rotation)
+    b = make_sim_backend(TASK, SimConfig(cameras=()), env_cfg)
+    return RobotEnv(b.robot, b.cameras, b.task, b.clock, env_cfg)
+
+
+@pytest.fixture(scope="module")
+def rel_env():
+    env = RelativeFrame(_twin())
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_relative_pose_is_identity_at_reset(rel_env, seed):
+    obs, _ = rel_env.reset(seed=seed)
+    np.testing.assert_allclose(obs[keys.STATE][keys.TCP_POSE], [0, 0, 0, 1, 0, 0, 0], atol=1e-6)
+    assert rel_env.observation_space.contains(obs)
+
+
+@pytest.mark.parametrize("control_rotation", [True, False])
+def test_ee_plus_z_with_tcp_pointing_down_moves_down(control_rotation):
+    env = RelativeFrame(_twin(control_rotation))
+    inner_obs_z = []
+    env.reset(seed=0)
+    tool_z_in_base = env.R_base_ee[:, 2]
+    assert tool_z_in_base[2] < -0.9, "precondition: the task starts with the TCP pointing down"
+    z0 = env.start_pose[2]
+    a = np.zeros(env.action_space.shape)
+    a[2] = 1.0  # +z of the TCP frame
+    a[-1] = -1.0
+    for _ in range(5):
+        obs, *_ = env.step(a)
+        inner_obs_z.append(env.inverse_observation(obs)[keys.STATE][keys.TCP_POSE][2])
+        # In the relative frame the TCP moves along its own +z.
+        rel = obs[keys.STATE][keys.TCP_POSE]
+        assert rel[2] > 0 and abs(rel[2]) > 3 * np.linalg.norm(rel[:2])
+    assert np.all(np.diff([z0, *inner_obs_z]) < 0), f"base z should decrease: {inner_obs_z}"
+    assert z0 - inner_obs_z[-1] > 0.5 * 5 * env.unwrapped.config.action_scale_m
+    env.close()
+
+
+def test_ee_yaw_rotates_about_the_tool_axis(rel_env):
+    rel_env.reset(seed=3)
+    a = np.zeros(7)
+    a[5] = 1.0  # rotate about the TCP's own z axis
+    a[-1] = -1.0
+    for _ in range(3):
+        obs, *_ = rel_env.step(a)
+    rotvec = frames.quat_to_rotvec(obs[keys.STATE][keys.TCP_POSE][3:7].astype(np.float64))
+    assert rotvec[2] > 0.1  # commanded 3 * 0.1 rad; the impedance controller lags a little
+    assert np.linalg.norm(rotvec[:2]) < 0.2 * rotvec[2]
+
+
+def test_inverse_action_roundtrip_at_measured_poses(rel_env):
+    rng = np.random.default_rng(0)
+    rel_env.reset(seed=4)
+    for _ in range(5):
+        rel_env.step(rng.uniform(-1, 1, 7))
+        a = rng.uniform(-1, 1, 7)
+        np.testing.assert_allclose(rel_env.inverse_action(rel_env.action(a)), a, atol=1e-9)
+        np.testing.assert_allclose(rel_env.action(rel_env.inverse_action(a)), a, atol=1e-9)
+
+
+def test_gripper_discretize_keeps_the_gripper_closed():
+    env = TimeLimit(FlattenState(GripperDiscretize(_twin(control_rotation=False))), 6)
+    flat = env.env
+    obs, _ = env.reset(seed=0)
+    g = flat.slices[keys.GRIPPER_POS]
+    open_pos = float(obs[keys.STATE][g][0])
+    obs, *_ = env.step(np.array([0, 0, 0, 0.9]))  # close
+    for _ in range(3):
+        obs, _, _, truncated, _ = env.step(np.array([0, 0, 0, 0.1]))  # dead band: keep
+    assert float(obs[keys.STATE][g][0]) > open_pos + 0.3
+    obs, _, _, truncated, _ = env.step(np.array([0, 0, 0, -0.1]))
+    assert not truncated
+    _, _, _, truncated, _ = env.step(np.array([0, 0, 0, 0.0]))
+    assert truncated  # 6 steps < max_episode_steps: the wrapper's limit
+    env.close()
