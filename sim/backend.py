@@ -16,3 +16,157 @@ CONTRACT (all helpers code against this; fill in, do not change, without telling
     TASKS: dict[str, TaskInfo]  # explicit registry (no registration by import)
     TaskInfo.description, TaskInfo.default_safety (SafetyConfig), TaskInfo.max_episode_steps
 """
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.safety import DOWN_QUAT, SafetyConfig
+from sim.camera import SimCamera
+from sim.config import SimConfig
+from sim.controller import ControllerConfig
+from sim.experts.base import Expert
+from sim.robot import SimRobot
+from sim.tasks.base import SimTask
+from sim.world import SimClock, SimWorld
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A registered task.
+
+    Attributes:
+        description: One paragraph: scene, goal, success and failure.
+        default_safety: Safety limits suited to the task (workspace box reaches the objects).
+        max_episode_steps: Default episode length at the default 10 Hz control rate.
+        task_class: ``"module:Class"`` of the :class:`sim.tasks.base.SimTask` subclass
+            (imported lazily, when the task is built).
+        expert_class: ``"module:Class"`` of the scripted expert; constructed as
+            ``Class(env_cfg, task)``.
+    """
+
+    description: str
+    default_safety: SafetyConfig
+    max_episode_steps: int
+    task_class: str
+    expert_class: str
+
+
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+TASKS: dict[str, TaskInfo] = {
+    "pick_cube": TaskInfo(
+        description=(
+            "Pick up a 4 cm cube lying at a random position and yaw on the table in front of "
+            "the robot. The TCP starts at a random point above the table, pointing down, "
+            "gripper open. Success: the cube is held between both finger pads and its bottom "
+            "face is at least 5 cm above the table. Failure: the cube leaves the table. "
+            "Dense reward in [0, 1]: reach + grasp + lift (1 on success)."
+        ),
+        default_safety=SafetyConfig(
+            workspace_low_m=(0.3, -0.28, 0.015),
+            workspace_high_m=(0.7, 0.28, 0.35),
+            orientation_center_quat=DOWN_QUAT,
+            orientation_max_rad=0.8,
+            max_step_m=0.05,
+            max_step_rad=0.3,
+            watchdog_timeout_s=0.5,
+        ),
+        max_episode_steps=100,
+        task_class="sim.tasks.pick_cube:PickCubeTask",
+        expert_class="sim.experts.pick_cube:PickCubeExpert",
+    ),
+    "peg_insert": TaskInfo(
+        description=(
+            "Insert a peg, held in the gripper from the start, into a hole in a fixture on the "
+            "table. Success: the peg is inserted to depth. Contact-rich: forces are bounded by "
+            "the impedance controller's reference limiting."
+        ),
+        default_safety=SafetyConfig(
+            workspace_low_m=(0.3, -0.25, 0.0),
+            workspace_high_m=(0.7, 0.25, 0.3),
+            orientation_center_quat=DOWN_QUAT,
+            orientation_max_rad=0.5,
+            max_step_m=0.03,
+            max_step_rad=0.2,
+            watchdog_timeout_s=0.5,
+        ),
+        max_episode_steps=100,
+        task_class="sim.tasks.peg_insert:PegInsertTask",
+        expert_class="sim.experts.peg_insert:PegInsertExpert",
+    ),
+}
+
+
+@dataclass
+class SimBackend:
+    """Everything the composition root needs to build a :class:`RobotEnv` on the twin."""
+
+    world: SimWorld
+    robot: SimRobot
+    cameras: tuple[SimCamera, ...]
+    task: SimTask
+    clock: SimClock
+    safety: SafetyConfig
+    env_cfg: EnvConfig
+    info: TaskInfo
+    _expert_cls: Any = field(repr=False, default=None)
+
+    def make_expert(self) -> Expert:
+        """A fresh scripted expert for this task (acts in the base env's action space)."""
+        return self._expert_cls(self.env_cfg, self.task)
+
+    def close(self) -> None:
+        """Free renderers (OpenGL contexts)."""
+        self.world.close()
+
+
+def make_sim_backend(
+    task_name: str,
+    sim_cfg: SimConfig,
+    env_cfg: EnvConfig,
+    safety: SafetyConfig | None = None,
+    controller_cfg: ControllerConfig | None = None,
+) -> SimBackend:
+    """Build world, robot, cameras, task and clock for ``task_name``.
+
+    Args:
+        task_name: A key of :data:`TASKS`.
+        sim_cfg: Physics rate, cameras, image size, randomisation.
+        env_cfg: Control rate (for the clock) and action layout (for the expert).
+        safety: Safety limits (None: the task's ``default_safety``).
+        controller_cfg: Impedance controller gains (None: defaults).
+
+    Raises:
+        ValueError: Unknown task name (the message lists the known ones).
+    """
+    if task_name not in TASKS:
+        raise ValueError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    info = TASKS[task_name]
+    task: SimTask = _load(info.task_class)()
+    world = SimWorld(sim_cfg, [task.mjcf_fragment()], controller_cfg)
+    task.bind(world)
+    safety = safety or info.default_safety
+    robot = SimRobot(world, safety)
+    cameras = tuple(
+        SimCamera(world, name, sim_cfg.image_height, sim_cfg.image_width)
+        for name in sim_cfg.cameras
+    )
+    clock = SimClock(world, env_cfg.control_hz)
+    return SimBackend(
+        world=world,
+        robot=robot,
+        cameras=cameras,
+        task=task,
+        clock=clock,
+        safety=safety,
+        env_cfg=env_cfg,
+        info=info,
+        _expert_cls=_load(info.expert_class),
+    )

@@ -1,0 +1,101 @@
+"""Scripted expert for pick_cube: a small state machine on privileged sim truth.
+
+approach (above the cube, fingers turned to the cube's faces when rotation is controlled)
+-> descend (TCP to the cube centre) -> close (wait for the fingers) -> lift.
+If the cube slips out while lifting, it opens and starts over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from robot_rl.core import frames, keys
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.safety import DOWN_QUAT
+from sim.experts.base import ScriptedExpert
+from sim.tasks.pick_cube import LIFT_HEIGHT_M
+
+PRE_GRASP_HEIGHT_M = 0.07
+"""Approach height of the TCP above the cube centre, metres."""
+LIFT_TARGET_Z_M = 0.16
+"""TCP height to lift to, metres (well above the success height)."""
+CLOSE_STEPS = 3
+"""Control steps to wait with the gripper closing before lifting."""
+
+
+def _yaw_of(quat: np.ndarray) -> float:
+    R = frames.quat_to_mat(quat)
+    return float(np.arctan2(R[1, 0], R[0, 0]))
+
+
+class PickCubeExpert(ScriptedExpert):
+    """State-machine expert for :class:`sim.tasks.pick_cube.PickCubeTask`.
+
+    Args:
+        env_cfg: The base env's config (action layout and scales).
+        task: The task (unused; the expert reads ``info["privileged"]``).
+    """
+
+    def __init__(self, env_cfg: EnvConfig, task: object | None = None) -> None:
+        super().__init__(env_cfg)
+        self.phase = "approach"
+        self._close_count = 0
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.phase = "approach"
+        self._close_count = 0
+
+    def _grasp_quat(self, cube_quat: np.ndarray, tcp_quat: np.ndarray) -> np.ndarray:
+        """Pointing down, yaw aligned with a pair of cube faces, nearest to the current yaw."""
+        down = np.asarray(DOWN_QUAT, dtype=np.float64)
+        cube_yaw = _yaw_of(cube_quat)
+        tcp_yaw = float(frames.quat_error(tcp_quat, down)[2])
+        # Fingers close along the TCP y axis; cube faces repeat every pi/2.
+        d = (cube_yaw - tcp_yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4
+        psi = tcp_yaw + d
+        return frames.quat_mul(frames.quat_from_rotvec(np.array([0.0, 0.0, psi])), down)
+
+    def act(self, obs: Mapping, info: Mapping) -> np.ndarray:
+        p = info[keys.INFO_PRIVILEGED]
+        tcp = np.asarray(p["tcp_pose"], dtype=np.float64)
+        cube = np.asarray(p["cube_pos"], dtype=np.float64)
+        cube_q = np.asarray(p["cube_quat"], dtype=np.float64)
+        grasped = bool(p["grasped"][0] > 0.5)
+        lift = float(p["cube_lift_m"][0])
+        q_goal = self._grasp_quat(cube_q, tcp[3:7]) if self.env_cfg.control_rotation else None
+        rot_err = (
+            0.0 if q_goal is None else float(np.linalg.norm(frames.quat_error(q_goal, tcp[3:7])))
+        )
+        xy_err = float(np.linalg.norm(cube[:2] - tcp[:2]))
+
+        if self.phase == "approach":
+            goal = cube + np.array([0.0, 0.0, PRE_GRASP_HEIGHT_M])
+            if xy_err < 0.01 and abs(tcp[2] - goal[2]) < 0.03 and rot_err < 0.08:
+                self.phase = "descend"
+            else:
+                return self.action_towards(tcp, goal, 0.0, q_goal)
+        if self.phase == "descend":
+            goal = cube + np.array([0.0, 0.0, 0.003])
+            if xy_err > 0.02:
+                self.phase = "approach"
+                return self.action_towards(tcp, cube + [0, 0, PRE_GRASP_HEIGHT_M], 0.0, q_goal)
+            if np.linalg.norm(goal - tcp[:3]) < 0.006:
+                self.phase = "close"
+                self._close_count = 0
+            else:
+                return self.action_towards(tcp, goal, 0.0, q_goal)
+        if self.phase == "close":
+            self._close_count += 1
+            if self._close_count > CLOSE_STEPS:
+                self.phase = "lift"
+            else:
+                return self.action_towards(tcp, tcp[:3], 1.0, q_goal)
+        # lift
+        if not grasped and lift < 0.5 * LIFT_HEIGHT_M:
+            # Lost the cube: open and start over.
+            self.phase = "approach"
+            return self.action_towards(tcp, tcp[:3] + [0, 0, 0.02], 0.0, None)
+        goal = np.array([tcp[0], tcp[1], LIFT_TARGET_Z_M])
+        return self.action_towards(tcp, goal, 1.0, None)

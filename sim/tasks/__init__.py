@@ -1,0 +1,1 @@
+"""Tasks of the twin. The registry lives in :data:`sim.backend.TASKS` (explicit, lazy imports)."""
