@@ -30,6 +30,7 @@ from sim.config import SimConfig
 from sim.controller import ControllerConfig
 from sim.experts.base import Expert
 from sim.robot import SimRobot
+from sim.tasks import peg_insert
 from sim.tasks.base import SimTask
 from sim.world import SimClock, SimWorld
 
@@ -83,21 +84,9 @@ TASKS: dict[str, TaskInfo] = {
         expert_class="sim.experts.pick_cube:PickCubeExpert",
     ),
     "peg_insert": TaskInfo(
-        description=(
-            "Insert a peg, held in the gripper from the start, into a hole in a fixture on the "
-            "table. Success: the peg is inserted to depth. Contact-rich: forces are bounded by "
-            "the impedance controller's reference limiting."
-        ),
-        default_safety=SafetyConfig(
-            workspace_low_m=(0.3, -0.25, 0.0),
-            workspace_high_m=(0.7, 0.25, 0.3),
-            orientation_center_quat=DOWN_QUAT,
-            orientation_max_rad=0.5,
-            max_step_m=0.03,
-            max_step_rad=0.2,
-            watchdog_timeout_s=0.5,
-        ),
-        max_episode_steps=100,
+        description=peg_insert.DESCRIPTION,
+        default_safety=peg_insert.DEFAULT_SAFETY,
+        max_episode_steps=peg_insert.MAX_EPISODE_STEPS,
         task_class="sim.tasks.peg_insert:PegInsertTask",
         expert_class="sim.experts.peg_insert:PegInsertExpert",
     ),

@@ -30,7 +30,8 @@ class RandomizationConfig:
         lo, hi = self.friction_scale
         if not 0 < lo <= hi:
             raise ValueError(f"friction_scale {self.friction_scale} must satisfy 0 < low <= high")
-        for name in ("light_jitter", "color_jitter", "camera_pos_jitter_m", "camera_rot_jitter_rad"):
+        jitters = ("light_jitter", "color_jitter", "camera_pos_jitter_m", "camera_rot_jitter_rad")
+        for name in jitters:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
 
