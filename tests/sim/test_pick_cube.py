@@ -44,7 +44,6 @@ def test_expert_succeeds_short(control_rotation):
     assert _success_rate(control_rotation, 10) >= 0.9
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("control_rotation", [True, False])
 def test_expert_succeeds_50_episodes(control_rotation):
     assert _success_rate(control_rotation, 50, seed0=1000) >= 0.95

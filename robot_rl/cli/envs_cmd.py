@@ -1,0 +1,93 @@
+"""``robot-rl envs``: list the registered tasks with their observation and action specs.
+
+Each task's env is built (not reset) with the given options (defaults: state-only, 7-dim
+action) so the specs printed are exactly what a policy sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from robot_rl.core.specs import ArraySpec, describe, from_space
+
+
+@dataclass(frozen=True)
+class EnvsConfig:
+    """List tasks and their observation / action specs."""
+
+    cameras: tuple[str, ...] = ()
+    """Cameras in the observation (subset of front, wrist); empty for state-only."""
+    image_size: int = 128
+    """Camera images are image_size x image_size pixels."""
+    control_rotation: bool = True
+    """7-dim action with rotation; --no-control-rotation for the 4-dim [dx, dy, dz, gripper]."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+
+def spec_to_json(spec) -> dict:
+    """A spec tree as plain JSON (shape, dtype, low, high per array)."""
+    if isinstance(spec, ArraySpec):
+        return {"shape": list(spec.shape), "dtype": spec.dtype, "low": spec.low, "high": spec.high}
+    return {k: spec_to_json(v) for k, v in spec.items()}
+
+
+def list_envs(cfg: EnvsConfig) -> dict:
+    """``{"tasks": [...]}``: per task its description, episode limit, default safety limits,
+    observation / action / privileged specs."""
+    from robot_rl.cli.factory import EnvSetup, make_env_from_setup, task_names
+    from sim.backend import TASKS
+
+    tasks = []
+    for name in task_names():
+        setup = EnvSetup(
+            task=name,
+            cameras=cfg.cameras,
+            image_size=cfg.image_size,
+            control_rotation=cfg.control_rotation,
+        )
+        env, backend = make_env_from_setup(setup)
+        try:
+            info = TASKS[name]
+            obs_spec = from_space(env.observation_space)
+            act_spec = from_space(env.action_space)
+            tasks.append(
+                {
+                    "name": name,
+                    "description": info.description,
+                    "max_episode_steps": info.max_episode_steps,
+                    "default_safety": dataclasses.asdict(info.default_safety),
+                    "observation_spec": spec_to_json(obs_spec),
+                    "action_spec": spec_to_json(act_spec),
+                    "action_layout": (
+                        "[dx, dy, dz, rx, ry, rz, gripper]"
+                        if cfg.control_rotation
+                        else "[dx, dy, dz, gripper]"
+                    ),
+                    "privileged_spec": spec_to_json(dict(backend.task.privileged_spec)),
+                    "observation": describe(obs_spec),
+                    "action": describe(act_spec),
+                }
+            )
+        finally:
+            env.close()
+            backend.close()
+    return {"tasks": tasks}
+
+
+def print_envs(result: dict) -> None:
+    """Human-readable listing of :func:`list_envs`'s result on stdout."""
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    console = Console()
+    for t in result["tasks"]:
+        body = (
+            f"{t['description']}\n\n"
+            f"max_episode_steps: {t['max_episode_steps']}\n"
+            f"action {t['action_layout']}: {t['action']}\n"
+            f"observation:\n{t['observation']}"
+        )
+        console.print(Panel(Text(body), title=t["name"], expand=False))

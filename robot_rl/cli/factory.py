@@ -1,0 +1,242 @@
+"""The composition root: build an env from a task name and configs.
+
+Only ``robot_rl.cli`` imports the concrete backends (``sim`` today, ``drivers`` with the ROS 2
+stage). Everything downstream sees the env through gymnasium and robot_rl's Protocols.
+
+Composition order (innermost first)::
+
+    make_sim_backend(task) -> RobotEnv(robot, cameras, task, clock)
+      -> GripperDiscretize -> RelativeFrame          (action / frame wrappers)
+      -> ImageCropResize -> FlattenState -> TimeLimit (observation / episode wrappers)
+
+Action wrappers sit next to the base env so that their inverses map a base-frame action (a
+scripted expert's, later a human's) into the policy's action space in one pass.
+
+Importing this module imports MuJoCo: set ``MUJOCO_GL`` first (``robot_rl.cli.main`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.safety import SafetyConfig
+from robot_rl.envs import RobotEnv
+from sim.backend import TASKS, SimBackend, make_sim_backend
+from sim.config import RandomizationConfig, SimConfig
+
+
+class UnknownTaskError(ValueError):
+    """The task name is not in the registry; the message lists the known tasks."""
+
+
+@dataclass(frozen=True)
+class WrapperConfig:
+    """Which wrappers to stack on the base env (all off: the raw :class:`RobotEnv`)."""
+
+    relative_frame: bool = False
+    """Observe the TCP pose relative to the episode start and act in the TCP frame."""
+    gripper_discretize: bool = False
+    """Turn the gripper action into close (> threshold) / open (< -threshold) / keep."""
+    gripper_threshold: float = 0.5
+    """Dead band of the discretised gripper action, in (0, 1)."""
+    crop: tuple[int, int, int, int] | None = None
+    """Crop every camera image to (top, left, height, width) pixels before resizing."""
+    resize: tuple[int, int] | None = None
+    """Resize every camera image to (height, width) pixels (INTER_AREA)."""
+    flatten_state: bool = False
+    """Concatenate the named state parts into one float32 vector (obs["state"] is a Box)."""
+    time_limit_steps: int | None = None
+    """Truncate episodes after this many steps (None: only the env's max_episode_steps)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.gripper_threshold < 1.0:
+            raise ValueError(f"gripper_threshold {self.gripper_threshold} must be in (0, 1)")
+        if self.crop is not None and (
+            min(self.crop[:2]) < 0 or min(self.crop[2:]) < 1 or len(self.crop) != 4
+        ):
+            raise ValueError(
+                f"crop {self.crop} must be (top >= 0, left >= 0, height >= 1, width >= 1)"
+            )
+        if self.resize is not None and min(self.resize) < 1:
+            raise ValueError(f"resize {self.resize} must be (height >= 1, width >= 1)")
+        if self.time_limit_steps is not None and self.time_limit_steps < 1:
+            raise ValueError(f"time_limit_steps must be >= 1 or None, got {self.time_limit_steps}")
+
+
+@dataclass(frozen=True)
+class EnvSetup:
+    """Everything needed to build one twin env from the command line."""
+
+    task: str = "pick_cube"
+    """Task name; ``robot-rl envs`` lists them."""
+    cameras: tuple[str, ...] = ()
+    """Cameras in the observation (subset of front, wrist); empty for state-only."""
+    image_size: int = 128
+    """Rendered camera images are image_size x image_size pixels."""
+    control_hz: float = 10.0
+    """Control rate: one env step per control period."""
+    sim_hz: float = 500.0
+    """Physics and impedance-controller rate; must be a whole multiple of control_hz."""
+    max_episode_steps: int | None = None
+    """Episode step limit (None: the task's default)."""
+    control_rotation: bool = True
+    """7-dim action (with rotation) or 4-dim [dx, dy, dz, gripper] (fixed orientation)."""
+    wrappers: WrapperConfig = field(default_factory=WrapperConfig)
+    """Wrappers stacked on the base env."""
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    """Domain randomisation of the twin at every reset (object pose on; friction, light,
+    colours and camera pose off by default)."""
+
+    def __post_init__(self) -> None:
+        if self.image_size < 16:
+            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(
+                f"max_episode_steps must be >= 1 or None (task default), got "
+                f"{self.max_episode_steps}"
+            )
+
+
+def task_names() -> tuple[str, ...]:
+    """Names of the registered tasks, sorted."""
+    return tuple(sorted(TASKS))
+
+
+def check_task(task: str) -> None:
+    """Raise :class:`UnknownTaskError` (listing the known tasks) if ``task`` is unknown."""
+    if task not in TASKS:
+        raise UnknownTaskError(
+            f"unknown task {task!r}; known tasks: {', '.join(task_names())} "
+            "(run `robot-rl envs` for descriptions)"
+        )
+
+
+def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[EnvConfig, SimConfig]:
+    """The :class:`EnvConfig` and :class:`SimConfig` described by ``setup``.
+
+    Args:
+        setup: CLI-level description of the env.
+        extra_cameras: Cameras to build in the twin in addition to ``setup.cameras`` (rendered
+            only on demand, e.g. for a video; they do not enter the observation).
+    """
+    check_task(setup.task)
+    info = TASKS[setup.task]
+    steps = setup.max_episode_steps or info.max_episode_steps
+    env_cfg = EnvConfig(
+        control_hz=setup.control_hz,
+        max_episode_steps=steps,
+        control_rotation=setup.control_rotation,
+    )
+    cams = tuple(setup.cameras) + tuple(c for c in extra_cameras if c not in setup.cameras)
+    sim_cfg = SimConfig(
+        sim_hz=setup.sim_hz,
+        cameras=cams,
+        image_height=setup.image_size,
+        image_width=setup.image_size,
+        randomization=setup.randomization,
+    )
+    return env_cfg, sim_cfg
+
+
+def make_env(
+    task: str,
+    env_cfg: EnvConfig,
+    sim_cfg: SimConfig,
+    wrappers: WrapperConfig | None = None,
+    safety: SafetyConfig | None = None,
+    obs_cameras: Sequence[str] | None = None,
+) -> tuple[gym.Env, SimBackend]:
+    """Compose the twin backend, :class:`RobotEnv` and the wrappers.
+
+    Args:
+        task: Registered task name (see :data:`sim.backend.TASKS`).
+        env_cfg: Env settings (control rate, action layout, episode length).
+        sim_cfg: Twin settings; every camera in ``sim_cfg.cameras`` is built.
+        wrappers: Wrappers to stack (None: none).
+        safety: Safety limits overriding the task default (None: the task default).
+        obs_cameras: Cameras whose frames enter the observation (None: all of
+            ``sim_cfg.cameras``). The others stay in ``backend.cameras`` for out-of-band
+            rendering (videos); the caller connects and reads them.
+
+    Returns:
+        ``(env, backend)``: the wrapped env and the backend it drives.
+
+    Raises:
+        UnknownTaskError: ``task`` is not registered.
+    """
+    check_task(task)
+    backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety)
+    names = tuple(sim_cfg.cameras if obs_cameras is None else obs_cameras)
+    unknown = [n for n in names if n not in sim_cfg.cameras]
+    if unknown:
+        raise ValueError(f"obs_cameras {unknown} are not built; add them to sim_cfg.cameras")
+    cameras = [c for c in backend.cameras if c.name in names]
+    env: gym.Env = RobotEnv(backend.robot, cameras, backend.task, backend.clock, env_cfg)
+    env = apply_wrappers(env, wrappers or WrapperConfig(), has_images=bool(cameras))
+    return env, backend
+
+
+def make_env_from_setup(
+    setup: EnvSetup, extra_cameras: Sequence[str] = (), safety: SafetyConfig | None = None
+) -> tuple[gym.Env, SimBackend]:
+    """:func:`make_env` for a CLI-level :class:`EnvSetup` (see :func:`configs_for`)."""
+    env_cfg, sim_cfg = configs_for(setup, extra_cameras)
+    return make_env(
+        setup.task, env_cfg, sim_cfg, setup.wrappers, safety=safety, obs_cameras=setup.cameras
+    )
+
+
+def apply_wrappers(env: gym.Env, cfg: WrapperConfig, has_images: bool) -> gym.Env:
+    """Stack the wrappers selected in ``cfg`` on ``env`` (see the module docstring's order)."""
+    if cfg == WrapperConfig():
+        return env
+    try:
+        from robot_rl import wrappers as w  # lazy: the no-wrapper path needs no OpenCV
+    except ImportError as e:
+        raise ValueError(
+            f"the wrappers need an optional dependency ({e}); "
+            "install it with: pip install opencv-python-headless"
+        ) from e
+
+    if cfg.gripper_discretize:
+        env = w.GripperDiscretize(env, threshold=cfg.gripper_threshold)
+    if cfg.relative_frame:
+        env = w.RelativeFrame(env)
+    if (cfg.crop is not None or cfg.resize is not None) and has_images:
+        env = w.ImageCropResize(env, crop=cfg.crop, size=cfg.resize)
+    if cfg.flatten_state:
+        env = w.FlattenState(env)
+    if cfg.time_limit_steps is not None:
+        env = w.TimeLimit(env, cfg.time_limit_steps)
+    return env
+
+
+def base_to_policy_action(env: gym.Env) -> Callable[[np.ndarray], np.ndarray]:
+    """A function mapping a base-env action (an expert's, a human's) into ``env``'s action space.
+
+    Applies the ``inverse_action`` of every action wrapper in ``env``'s stack, innermost first,
+    at the wrappers' current state (e.g. :class:`RelativeFrame` uses the last observed TCP
+    rotation), so call it right before ``env.step``. Identity without action wrappers. The
+    result is float32 and may leave [-1, 1] (see :class:`RelativeFrame`); stepping it through
+    ``env`` reproduces the base action up to the base env's clipping.
+    """
+    inverses = []
+    e = env
+    while isinstance(e, gym.Wrapper):
+        if callable(getattr(type(e), "inverse_action", None)):
+            inverses.append(e.inverse_action)
+        e = e.env
+    inverses.reverse()  # innermost first
+
+    def to_policy(a_base: np.ndarray) -> np.ndarray:
+        a = np.asarray(a_base, dtype=np.float64)
+        for inv in inverses:
+            a = inv(a)
+        return np.asarray(a, dtype=np.float32)
+
+    return to_policy

@@ -1,0 +1,93 @@
+"""``robot-rl``: the one command line of robot_rl (tyro subcommands).
+
+Subcommands:
+    rollout  run episodes in the MuJoCo twin with a scripted / random / zero policy.
+    envs     list tasks with their observation and action specs.
+
+Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
+variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
+``libosmesa6``; 1-3 ms per 128x128 frame on 2 CPU cores) when no display is present, before
+anything imports MuJoCo. EGL is faster on a GPU machine: export ``MUJOCO_GL=egl`` to use it.
+
+Exit codes: 0 success, 2 bad input (unknown task, invalid option; the message says what to
+change), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import MutableMapping, Sequence
+
+
+def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Choose MuJoCo's OpenGL backend before MuJoCo is imported.
+
+    Keeps an explicit ``MUJOCO_GL``; otherwise on Linux without ``DISPLAY`` /
+    ``WAYLAND_DISPLAY`` sets ``osmesa``. Returns the value in force (None: MuJoCo's default).
+    """
+    env = os.environ if environ is None else environ
+    if "MUJOCO_GL" not in env and sys.platform.startswith("linux"):
+        if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+            env["MUJOCO_GL"] = "osmesa"
+    return env.get("MUJOCO_GL")
+
+
+def _emit_json(obj: dict) -> None:
+    """Print ``obj`` as one JSON line; a closed pipe (``| head``) is not an error."""
+    try:
+        print(json.dumps(obj), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _error(message: str) -> int:
+    print(f"robot-rl: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return the exit code."""
+    configure_headless_gl()
+    import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
+
+    from robot_rl.cli import envs_cmd, rollout
+    from robot_rl.cli.factory import UnknownTaskError
+
+    try:
+        cfg = tyro.extras.subcommand_cli_from_dict(
+            {"rollout": rollout.RolloutConfig, "envs": envs_cmd.EnvsConfig},
+            prog="robot-rl",
+            description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
+            "interfaces.",
+            args=argv,
+        )
+    except ValueError as e:  # a config's __post_init__ rejected the options
+        return _error(str(e))
+
+    if isinstance(cfg, rollout.RolloutConfig):
+        try:
+            built = rollout.build(cfg)
+        except (UnknownTaskError, ValueError) as e:
+            return _error(str(e))
+        result = rollout.run_rollout(cfg, progress=True, built=built)
+        if cfg.json:
+            _emit_json(result)
+        else:
+            rollout.print_report(result)
+        return 0
+
+    try:
+        result = envs_cmd.list_envs(cfg)
+    except ValueError as e:
+        return _error(str(e))
+    if cfg.json:
+        _emit_json(result)
+    else:
+        envs_cmd.print_envs(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

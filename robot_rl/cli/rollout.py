@@ -1,0 +1,331 @@
+"""``robot-rl rollout``: run episodes with a scripted, random or zero policy; report success.
+
+Seeding: episode ``i`` resets the env with ``seed + i``; the policy's Generator for that episode
+is seeded from ``(seed + i, 1)`` so it is reproducible but not the env's stream. An episode
+counts as a success if the task reported success at any step (with the default
+``terminate_on_success`` the episode ends there).
+
+Video: ``--video out.mp4`` records the first ``--video-episodes`` episodes from
+``--video-cameras`` (built in the twin for the video even when the policy's observation is
+state-only; they are rendered out of band and never enter the observation).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol
+
+import gymnasium as gym
+import numpy as np
+import tyro
+
+from robot_rl.cli.factory import EnvSetup
+from robot_rl.core import keys
+
+PolicyName = Literal["scripted", "random", "zero"]
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Run episodes in the twin and report the success rate."""
+
+    env: Annotated[EnvSetup, tyro.conf.OmitArgPrefixes] = field(default_factory=EnvSetup)
+    """The env to build."""
+    policy: PolicyName = "scripted"
+    """scripted (the task's expert), random (uniform in the action space) or zero (no motion)."""
+    episodes: int = 10
+    """Number of episodes."""
+    seed: int = 0
+    """Episode i uses seed + i."""
+    video: Path | None = None
+    """Write an mp4 of the first video_episodes episodes here."""
+    video_episodes: int = 5
+    """How many episodes (from the first) go into the video."""
+    video_cameras: tuple[str, ...] = ("front", "wrist")
+    """Cameras shown side by side in the video."""
+    json: bool = False
+    """Print exactly one JSON object on stdout (progress still goes to stderr)."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.video_episodes < 1:
+            raise ValueError(f"video_episodes must be >= 1, got {self.video_episodes}")
+        if self.video is not None and self.video.suffix.lower() != ".mp4":
+            raise ValueError(f"video {self.video} must end in .mp4")
+        if self.video is not None and not self.video_cameras:
+            raise ValueError("video needs at least one camera in video_cameras")
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """Outcome of one episode."""
+
+    episode: int
+    seed: int
+    episode_return: float
+    length: int
+    success: bool
+    failure: bool
+    truncated: bool
+
+
+class _Policy(Protocol):
+    def reset(self, rng: np.random.Generator) -> None: ...
+
+    def act(self, obs: Any, info: dict) -> np.ndarray: ...
+
+
+class ExpertPolicy:
+    """The task's scripted expert, its base-env actions mapped into ``env``'s action space.
+
+    The experts read only ``info["privileged"]`` (sim truth), so observation wrappers do not
+    matter; action wrappers are undone with their ``inverse_action`` (see
+    :func:`robot_rl.cli.factory.base_to_policy_action`).
+    """
+
+    def __init__(self, expert, env: gym.Env) -> None:
+        from robot_rl.cli.factory import base_to_policy_action
+
+        self._expert = expert
+        self._to_policy = base_to_policy_action(env)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self._expert.reset(rng)
+
+    def act(self, obs: Any, info: dict) -> np.ndarray:
+        return self._to_policy(self._expert.act(obs, info))
+
+
+class RandomPolicy:
+    """Uniform actions in a Box action space, from the episode's Generator."""
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        self._space = space
+        self._rng: np.random.Generator | None = None
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def act(self, obs: Any, info: dict) -> np.ndarray:
+        if self._rng is None:
+            raise RuntimeError("call reset(rng) before act()")
+        low, high = self._space.low, self._space.high
+        return self._rng.uniform(low, high).astype(self._space.dtype)  # (A,)
+
+
+class ZeroPolicy:
+    """All-zero actions: no motion, gripper target half closed."""
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        self._zero = np.zeros(space.shape, dtype=space.dtype)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        pass
+
+    def act(self, obs: Any, info: dict) -> np.ndarray:
+        return self._zero.copy()
+
+
+def make_policy(name: PolicyName, env: gym.Env, backend) -> _Policy:
+    """The policy called ``name`` for ``env`` (``backend`` provides the scripted expert)."""
+    if name == "scripted":
+        return ExpertPolicy(backend.make_expert(), env)
+    if name == "random":
+        return RandomPolicy(env.action_space)
+    if name == "zero":
+        return ZeroPolicy(env.action_space)
+    raise ValueError(f"unknown policy {name!r}; choose scripted, random or zero")
+
+
+def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
+    """Build ``(env, backend)`` for ``cfg`` (cameras for the video included).
+
+    Raises:
+        robot_rl.cli.factory.UnknownTaskError: unknown task (the message lists known ones).
+        ValueError: inconsistent options (the message says what to change).
+    """
+    from robot_rl.cli.factory import make_env_from_setup
+
+    video_cams = cfg.video_cameras if cfg.video is not None else ()
+    return make_env_from_setup(cfg.env, extra_cameras=video_cams)
+
+
+def run_rollout(
+    cfg: RolloutConfig, progress: bool = True, built: tuple[gym.Env, Any] | None = None
+) -> dict:
+    """Run ``cfg.episodes`` episodes and return the JSON-able result (closes the env).
+
+    Args:
+        cfg: What to run.
+        progress: Show a progress bar on stderr.
+        built: ``(env, backend)`` from :func:`build` (None: built here).
+    """
+    env, backend = built if built is not None else build(cfg)
+    video_cams = cfg.video_cameras if cfg.video is not None else ()
+    cams = {c.name: c for c in backend.cameras}
+    video_cam_objs = [cams[n] for n in video_cams]
+    out_of_band = [c for c in video_cam_objs if c.name not in cfg.env.cameras]
+    policy = make_policy(cfg.policy, env, backend)
+    writer = None
+    if cfg.video is not None:
+        from robot_rl.cli.video import VideoWriter
+
+        writer = VideoWriter(cfg.video, fps=cfg.env.control_hz)
+        for cam in out_of_band:
+            cam.connect()
+    stats: list[EpisodeStats] = []
+    t0 = time.perf_counter()
+    steps = 0
+    bar = _Progress(cfg.episodes, enabled=progress)
+    try:
+        for i in range(cfg.episodes):
+            record = writer if writer is not None and i < cfg.video_episodes else None
+            ep = _run_episode(env, policy, i, cfg.seed + i, record, video_cam_objs, cfg.env.task)
+            stats.append(ep)
+            steps += ep.length
+            bar.update(stats)
+    finally:
+        bar.close()
+        if writer is not None:
+            writer.close()
+            for cam in out_of_band:
+                cam.disconnect()
+        env.close()
+        backend.close()
+    wall_s = time.perf_counter() - t0
+    return _summary(cfg, stats, steps, wall_s, writer.frames if writer else 0)
+
+
+def _run_episode(
+    env: gym.Env,
+    policy: _Policy,
+    index: int,
+    seed: int,
+    writer,
+    video_cams: list,
+    task: str,
+) -> EpisodeStats:
+    obs, info = env.reset(seed=seed)
+    policy.reset(np.random.default_rng((seed, 1)))
+    ret, length, success, failure, truncated = 0.0, 0, False, False, False
+    if writer is not None:
+        writer.add([c.read().image for c in video_cams], f"{task} ep {index} step 0")
+    while True:
+        action = policy.act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        ret += float(reward)
+        length += 1
+        success = success or bool(info.get(keys.INFO_SUCCESS, False))
+        failure = failure or bool(info.get(keys.INFO_FAILURE, False))
+        if writer is not None:
+            tag = "  SUCCESS" if success else ("  FAILURE" if failure else "")
+            text = f"{task} ep {index} step {length} R {ret:.1f}{tag}"
+            writer.add([c.read().image for c in video_cams], text)
+        if terminated or truncated:
+            break
+    return EpisodeStats(index, seed, ret, length, success, failure, bool(truncated))
+
+
+def _summary(
+    cfg: RolloutConfig, stats: list[EpisodeStats], steps: int, wall_s: float, frames: int
+) -> dict:
+    returns = np.array([s.episode_return for s in stats])
+    lengths = np.array([s.length for s in stats])
+    return {
+        "task": cfg.env.task,
+        "policy": cfg.policy,
+        "episodes": len(stats),
+        "seed": cfg.seed,
+        "success_rate": float(np.mean([s.success for s in stats])),
+        "failure_rate": float(np.mean([s.failure for s in stats])),
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "mean_length": float(lengths.mean()),
+        "total_steps": int(steps),
+        "wall_time_s": float(wall_s),
+        "env_steps_per_s": float(steps / wall_s) if wall_s > 0 else None,
+        "video": str(cfg.video) if cfg.video is not None else None,
+        "video_frames": int(frames),
+        "cameras": list(cfg.env.cameras),
+        "control_hz": cfg.env.control_hz,
+        "sim_hz": cfg.env.sim_hz,
+        "control_rotation": cfg.env.control_rotation,
+        "per_episode": [
+            {
+                "episode": s.episode,
+                "seed": s.seed,
+                "return": s.episode_return,
+                "length": s.length,
+                "success": s.success,
+                "failure": s.failure,
+                "truncated": s.truncated,
+            }
+            for s in stats
+        ],
+        "wrappers": asdict(cfg.env.wrappers),
+    }
+
+
+class _Progress:
+    """A rich progress bar on stderr whose description shows the live success rate."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self._bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self._bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
+        self._task = self._bar.add_task("episodes", total=total)
+        self._bar.start()
+
+    def update(self, stats: list[EpisodeStats]) -> None:
+        if self._bar is None:
+            return
+        wins = sum(s.success for s in stats)
+        desc = f"success {wins}/{len(stats)} ({100.0 * wins / len(stats):.0f}%)"
+        self._bar.update(self._task, advance=1, description=desc)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def print_report(result: dict) -> None:
+    """Human-readable summary (rich table) of :func:`run_rollout`'s result on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"rollout: {result['task']} / {result['policy']}")
+    for col in ("episode", "seed", "return", "length", "success", "failure"):
+        table.add_column(col, justify="right")
+    for ep in result["per_episode"]:
+        table.add_row(
+            str(ep["episode"]),
+            str(ep["seed"]),
+            f"{ep['return']:.2f}",
+            str(ep["length"]),
+            "yes" if ep["success"] else "no",
+            "yes" if ep["failure"] else "no",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"success rate {result['success_rate']:.2f} over {result['episodes']} episodes; "
+        f"mean return {result['mean_return']:.2f} (std {result['std_return']:.2f}); "
+        f"mean length {result['mean_length']:.1f}; "
+        f"{result['env_steps_per_s']:.0f} env steps/s",
+        soft_wrap=True,
+    )
+    if result["video"]:
+        console.print(f"video: {result['video']} ({result['video_frames']} frames)", soft_wrap=True)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install (with dev tools) and run every check CI runs: lint, format, import layering, tests.
+#
+#   bash scripts/test.sh
+#
+# Runs all checks even if one fails, prints a summary, exits non-zero if any failed.
+# Tests run headless (MUJOCO_GL=osmesa unless set) and skip @pytest.mark.slow.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+section() { printf '\n========== %s ==========\n' "$*"; }
+failed=()
+run() {
+  # run NAME CMD...: run a check, remember a failure.
+  local name="$1"; shift
+  section "$name"
+  if "$@"; then echo "-- $name: ok"; else echo "-- $name: FAILED"; failed+=("$name"); fi
+}
+
+section "install (scripts/install.sh --dev)"
+if ! bash scripts/install.sh --dev; then
+  echo "install failed; not running the checks" >&2
+  exit 1
+fi
+
+BIN="$REPO/.venv/bin"
+export MUJOCO_GL="${MUJOCO_GL:-osmesa}"
+run "ruff check" "$BIN/ruff" check .
+run "ruff format --check" "$BIN/ruff" format --check .
+run "import layering (lint-imports)" "$BIN/lint-imports"
+run "pytest -m 'not slow'" "$BIN/python" -m pytest -m "not slow" -q
+
+section "summary"
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'FAILED: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "all checks passed"
