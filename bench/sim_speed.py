@@ -40,7 +40,7 @@ class BenchConfig:
 
     task: str = "pick_cube"
     """Task to run."""
-    episodes: int = 3
+    episodes: int = 10
     """Episodes per benchmark (scripted expert)."""
     max_episode_steps: int = 100
     """Step limit per episode."""
