@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Install robot_rl into .venv in the repository root. Idempotent; safe to re-run.
 #
-#   bash scripts/install.sh          # runtime + MuJoCo twin:  pip install -e ".[sim]"
-#   bash scripts/install.sh --dev    # plus test tools:        pip install -e ".[sim,dev]"
+#   bash scripts/install.sh          # runtime, twin, encoders: pip install -e ".[sim,vision]"
+#   bash scripts/install.sh --dev    # plus test tools:         pip install -e ".[sim,vision,dev]"
+#
+# torch: if .venv has no torch yet, torch==$ROBOT_RL_TORCH (default 2.13.0) is installed first,
+# so that the project's open `torch>=2.4` requirement is already satisfied (a bare requirement
+# would pull a multi-GB CUDA build). For a GPU build, install your torch into .venv first.
 #
 # System packages (Debian/Ubuntu, installed with apt-get only when missing):
 #   libosmesa6    headless software OpenGL for MuJoCo rendering (MUJOCO_GL=osmesa)
@@ -16,11 +20,11 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="sim"
+EXTRAS="sim,vision"
 for arg in "$@"; do
   case "$arg" in
-    --dev) EXTRAS="sim,dev" ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --dev) EXTRAS="sim,vision,dev" ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (use --dev or --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +92,10 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 log "pip install -e .[$EXTRAS]"
 .venv/bin/python -m pip install --quiet --upgrade "pip>=23"
+if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
+  log "pip install torch==${ROBOT_RL_TORCH:-2.13.0} (no torch in .venv yet)"
+  .venv/bin/python -m pip install --quiet "torch==${ROBOT_RL_TORCH:-2.13.0}"
+fi
 .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
-log "done: $(.venv/bin/python -c 'import robot_rl, mujoco; print("robot_rl", robot_rl.__version__, "mujoco", mujoco.__version__)')"
+log "done: $(.venv/bin/python -c 'import robot_rl, mujoco, torch; print("robot_rl", robot_rl.__version__, "mujoco", mujoco.__version__, "torch", torch.__version__)')"
 log "run: .venv/bin/robot-rl --help"
