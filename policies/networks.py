@@ -1,0 +1,177 @@
+"""Actor and critic networks: tanh-Gaussian actor, vectorised critic ensemble, HL-Gauss support.
+
+The critic ensemble is one module whose Linear/LayerNorm weights carry a leading ensemble
+dimension (N, ...), evaluated with batched matmuls: N critics cost one kernel per layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from policies.encoders import mlp
+
+
+class EnsembleLinear(nn.Module):
+    """N independent Linear layers: (N, B, in) -> (N, B, out)."""
+
+    def __init__(self, n: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(n, 1, out_dim))
+        bound = 1.0 / math.sqrt(in_dim)  # torch.nn.Linear's default init, per member
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        w, b = (
+            (self.weight.detach(), self.bias.detach())
+            if detach_params
+            else (self.weight, self.bias)
+        )
+        return torch.baddbmm(b, x, w)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dim with per-member affine parameters: (N, B, D)."""
+
+    def __init__(self, n: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(n, 1, dim))
+
+    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        w, b = (
+            (self.weight.detach(), self.bias.detach())
+            if detach_params
+            else (self.weight, self.bias)
+        )
+        return F.layer_norm(x, x.shape[-1:]) * w + b
+
+
+class CriticEnsemble(nn.Module):
+    """N critics Q_i(features, action) -> (N, B, out_dim) (out_dim 1: scalar Q; else logits)."""
+
+    def __init__(
+        self,
+        feature_dim: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        num_critics: int,
+        layer_norm: bool = True,
+        out_dim: int = 1,
+    ) -> None:
+        super().__init__()
+        self.num_critics = num_critics
+        dims = (feature_dim + action_dim, *hidden)
+        self.linears = nn.ModuleList(
+            EnsembleLinear(num_critics, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)
+        )
+        self.norms = nn.ModuleList(
+            EnsembleLayerNorm(num_critics, h) for h in (hidden if layer_norm else ())
+        )
+        self.out = EnsembleLinear(num_critics, dims[-1], out_dim)
+
+    def forward(
+        self,
+        features: torch.Tensor,
+        action: torch.Tensor | None = None,
+        detach_params: bool = False,
+    ) -> torch.Tensor:
+        """Args: features (B, E); action (B, A) or None (state-only heads, e.g. DQN).
+
+        Returns:
+            (N, B, out_dim). With ``detach_params`` gradients reach the inputs only.
+        """
+        x = features if action is None else torch.cat([features, action], dim=-1)  # (B, E+A)
+        x = x.unsqueeze(0).expand(self.num_critics, *x.shape)  # (N, B, E+A)
+        for i, linear in enumerate(self.linears):
+            x = linear(x, detach_params)
+            if len(self.norms):
+                x = self.norms[i](x, detach_params)
+            x = F.relu(x)
+        return self.out(x, detach_params)
+
+
+class TanhGaussianActor(nn.Module):
+    """pi(a|s) = tanh(N(mu(s), sigma(s))), log-std squashed into [log_std_min, log_std_max]."""
+
+    def __init__(
+        self,
+        feature_dim: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.net = mlp(feature_dim, hidden, 2 * action_dim)
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+
+    def dist_params(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, E) -> mean (B, A), log_std (B, A) (pre-tanh)."""
+        mean, log_std = self.net(features).chunk(2, dim=-1)
+        log_std = torch.tanh(log_std)  # cleanrl: smooth clamp
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std + 1)
+        return mean, log_std
+
+    def sample(
+        self, features: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample. Returns action (B, A) in (-1, 1) and log-prob (B,).
+
+        The noise is drawn on ``generator``'s device (e.g. a CPU generator for an actor loop
+        while the networks sit on CUDA) and moved to the networks' device.
+        """
+        mean, log_std = self.dist_params(features)
+        noise_device = generator.device if generator is not None else mean.device
+        eps = torch.randn(mean.shape, generator=generator, device=noise_device).to(mean)
+        u = mean + log_std.exp() * eps
+        return torch.tanh(u), tanh_gaussian_log_prob(u, mean, log_std)
+
+    def mode(self, features: torch.Tensor) -> torch.Tensor:
+        """Deterministic action tanh(mean): (B, A)."""
+        return torch.tanh(self.dist_params(features)[0])
+
+
+def tanh_gaussian_log_prob(
+    u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """log pi(tanh(u)) for pre-tanh ``u`` (B, A) -> (B,), with the stable tanh Jacobian."""
+    normal = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+    log_det = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))  # log(1 - tanh(u)^2)
+    return (normal - log_det).sum(-1)
+
+
+class HLGauss:
+    """HL-Gauss (Farebrother et al. 2024): scalar <-> histogram over fixed bins.
+
+    Targets become the probability mass of N(y, sigma^2) in each bin (normalised over the
+    support); predictions are ``sum(softmax(logits) * centres)``.
+    """
+
+    def __init__(
+        self, v_min: float, v_max: float, num_bins: int, sigma: float | None, device
+    ) -> None:
+        self.edges = torch.linspace(v_min, v_max, num_bins + 1, device=device)  # (K+1,)
+        self.centres = 0.5 * (self.edges[1:] + self.edges[:-1])  # (K,)
+        self.sigma = sigma if sigma is not None else 0.75 * (v_max - v_min) / num_bins
+
+    def target_probs(self, y: torch.Tensor) -> torch.Tensor:
+        """(...,) scalar targets -> (..., K) probabilities."""
+        y = y.clamp(self.edges[0], self.edges[-1])
+        cdf = torch.special.erf((self.edges - y[..., None]) / (math.sqrt(2.0) * self.sigma))
+        mass = cdf[..., 1:] - cdf[..., :-1]  # (..., K)
+        return mass / (cdf[..., -1:] - cdf[..., :1]).clamp_min(1e-8)
+
+    def value(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., K) logits -> (...,) expected value."""
+        return (logits.softmax(-1) * self.centres).sum(-1)
+
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of logits (..., K) against the smoothed target of y (...,): (...,)."""
+        return -(self.target_probs(y) * logits.log_softmax(-1)).sum(-1)

@@ -1,0 +1,306 @@
+"""Soft actor-critic with RLPD ingredients, the whole update in this file (STYLE.md #1).
+
+One learner step (:meth:`SACAgent.update`)::
+
+    repeat cfg.utd times:                              # UTD ratio (RLPD: high)
+        batch = sample(); obs, next_obs = DrQ shift    # fresh batch per critic update
+        z, z' = encoder(obs), encoder(next_obs)        # z' without gradient
+        a', logp' = pi(z')
+        y = r + gamma (1 - term) (min_{i in random subset of num_min_qs} Qtarg_i(z', a')
+                                   - alpha logp' [if backup_entropy])
+        L_Q = mean_i (Q_i(z, a) - y)^2                 # or HL-Gauss cross-entropy
+        step(critic + encoder);  Qtarg <- tau Q + (1 - tau) Qtarg
+    a~, logp = pi(sg(z))                               # actor sees detached features
+    L_pi = alpha logp - reduce_i Q_i(sg(z), a~)        # critic weights not updated
+    L_alpha = -log(alpha) (logp + target_entropy)
+
+Choices: next-observation features come from the online encoder without gradient (DrQ-v2),
+so the target network is the critic heads only. With ``hybrid_gripper`` the last action dim
+is handled by a discrete 3-way DQN ensemble (open/stay/close = -1/0/+1, double-DQN target,
+toggle penalty computed from ``state[:, gripper_state_index]`` = gripper_pos) on the same
+encoder features; continuous SAC covers the remaining dims.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from policies.config import SACConfig
+from policies.encoders import ObsEncoder, obs_to_torch, trainable_state_dict
+from policies.networks import CriticEnsemble, HLGauss, TanhGaussianActor
+from robot_rl.core import keys
+from robot_rl.core.batch import Batch, ObsLayout
+
+GRIPPER_VALUES = (-1.0, 0.0, 1.0)  # discrete gripper actions: open, stay, close
+
+
+class SACAgent:
+    """SAC / RLPD agent. See the module docstring for the update."""
+
+    def __init__(
+        self, layout: ObsLayout, action_dim: int, cfg: SACConfig, seed: int = 0, device: str = "cpu"
+    ) -> None:
+        if cfg.hybrid_gripper and (action_dim < 2 or layout.state_dim == 0):
+            raise ValueError("hybrid_gripper needs action_dim >= 2 and a state vector")
+        self.layout, self.action_dim, self.cfg = layout, action_dim, cfg
+        self.device = torch.device(device)
+        self.gen = torch.Generator(device=self.device).manual_seed(seed)
+        self.num_updates = 0  # learner steps (update() calls)
+        self.num_critic_updates = 0
+        self.arm_dim = action_dim - 1 if cfg.hybrid_gripper else action_dim
+        out_dim = cfg.hl_num_bins if cfg.critic_loss == "hl_gauss" else 1
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # parameter init, isolated from the global RNG stream
+            self.encoder = ObsEncoder(layout, cfg.encoder)
+            e = self.encoder.out_dim
+            self.actor = TanhGaussianActor(
+                e, self.arm_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
+            )
+            self.critic = CriticEnsemble(
+                e, self.arm_dim, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, out_dim
+            )
+            self.gripper_critic = (
+                CriticEnsemble(e, 0, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, 3)
+                if cfg.hybrid_gripper
+                else None
+            )
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.gripper_target = (
+            copy.deepcopy(self.gripper_critic).requires_grad_(False)
+            if self.gripper_critic is not None
+            else None
+        )
+        self.log_alpha = torch.tensor(
+            float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True
+        )
+        self.target_entropy = (
+            cfg.target_entropy if cfg.target_entropy is not None else -self.arm_dim / 2.0
+        )
+        self.hl = (
+            HLGauss(cfg.hl_v_min, cfg.hl_v_max, cfg.hl_num_bins, cfg.hl_sigma, self.device)
+            if cfg.critic_loss == "hl_gauss"
+            else None
+        )
+        for m in self.modules().values():
+            m.to(self.device)
+        critic_params = [p for p in self.encoder.parameters() if p.requires_grad]
+        critic_params += list(self.critic.parameters())
+        if self.gripper_critic is not None:
+            critic_params += list(self.gripper_critic.parameters())
+        self.critic_opt = torch.optim.Adam(critic_params, lr=cfg.critic_lr)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr)
+
+    # ---------------------------------------------------------------- acting
+    @torch.no_grad()
+    def act(
+        self,
+        obs: Mapping[str, Any],
+        deterministic: bool,
+        generator: torch.Generator | None = None,
+    ) -> np.ndarray:
+        """One observation (learner layout, numpy, no batch dim) -> action (A,) float32 in [-1, 1].
+
+        No augmentation. ``generator`` (any device) drives exploration noise (and gripper
+        epsilon-greedy); None uses the agent's own generator.
+        """
+        z = self.encoder(obs_to_torch(obs, self.device, self.layout))  # (1, E)
+        gen = generator if generator is not None else self.gen
+        if deterministic:
+            a = self.actor.mode(z)
+        else:
+            a, _ = self.actor.sample(z, gen)
+        if self.gripper_critic is not None:
+            g = self.gripper_critic(z).mean(0).argmax(-1)  # (1,) in {0, 1, 2}
+            if not deterministic and self.cfg.gripper_epsilon > 0:
+                u = torch.rand(2, generator=gen, device=gen.device)
+                if u[0] < self.cfg.gripper_epsilon:
+                    g = (u[1:] * 3).long().clamp(max=2).to(self.device)
+            a = torch.cat([a, torch.tensor(GRIPPER_VALUES, device=self.device)[g, None]], -1)
+        return a[0].clamp(-1.0, 1.0).cpu().numpy().astype(np.float32)
+
+    # ---------------------------------------------------------------- learning
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.exp()
+
+    def critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Critic (+ encoder, + gripper DQN) loss on one batch.
+
+        Returns:
+            loss (scalar), detached obs features (B, E) for the actor, metrics.
+        """
+        cfg, n = self.cfg, self.cfg.num_critics
+        obs = self.encoder.augment(batch.obs, self.gen)
+        next_obs = self.encoder.augment(batch.next_obs, self.gen)
+        z = self.encoder(obs)  # (B, E)
+        reward, term = batch.reward.float(), batch.terminated.float()  # (B,)
+        b = z.shape[0]
+        if reward.shape != (b,) or term.shape != (b,) or batch.action.shape != (b, self.action_dim):
+            raise ValueError(
+                f"batch shapes: reward {tuple(reward.shape)}, terminated {tuple(term.shape)}, "
+                f"action {tuple(batch.action.shape)}; expected ({b},), ({b},), ({b}, "
+                f"{self.action_dim})"
+            )
+        arm_action = batch.action[:, : self.arm_dim].float()  # (B, A_arm)
+        with torch.no_grad():
+            z_next = self.encoder(next_obs)  # (B, E), online encoder (DrQ-v2)
+            a_next, logp_next = self.actor.sample(z_next, self.gen)
+            q_next = self._q_values(self.critic_target(z_next, a_next))  # (N, B)
+            subset = torch.randperm(n, generator=self.gen, device=self.device)[: cfg.num_min_qs]
+            v_next = q_next[subset].min(0).values  # (B,)
+            if cfg.backup_entropy:
+                v_next = v_next - self.alpha * logp_next
+            y = reward + cfg.gamma * (1.0 - term) * v_next  # (B,)
+        out = self.critic(z, arm_action)  # (N, B, 1 | K)
+        if self.hl is None:
+            q = out.squeeze(-1)
+            loss = F.mse_loss(q, y.expand(n, -1))
+        else:
+            q = self.hl.value(out)
+            loss = self.hl.loss(out, y.expand(n, -1)).mean()
+        metrics = {
+            "critic_loss": loss.item(),
+            "q_mean": q.mean().item(),
+            "target_q_mean": y.mean().item(),
+        }
+        if self.gripper_critic is not None:
+            g_loss = self._gripper_loss(batch, z, z_next, reward, term)
+            metrics["gripper_loss"] = g_loss.item()
+            loss = loss + g_loss
+        return loss, z.detach(), metrics
+
+    def _q_values(self, out: torch.Tensor) -> torch.Tensor:
+        """Critic output (N, B, 1 | K) -> Q (N, B)."""
+        return out.squeeze(-1) if self.hl is None else self.hl.value(out)
+
+    def _gripper_loss(self, batch: Batch, z, z_next, reward, term) -> torch.Tensor:
+        """Double-DQN loss of the 3-way gripper ensemble with a toggle penalty."""
+        cfg = self.cfg
+        g = batch.action[:, -1].float()  # (B,)
+        idx = (g > cfg.gripper_threshold).long() - (g < -cfg.gripper_threshold).long() + 1
+        closed = batch.obs[keys.STATE][:, cfg.gripper_state_index].float() > 0.5  # (B,)
+        toggles = ((idx == 2) & ~closed) | ((idx == 0) & closed)
+        r = reward - cfg.gripper_toggle_penalty * toggles.float()
+        with torch.no_grad():
+            best = self.gripper_critic(z_next).mean(0).argmax(-1)  # (B,)
+            q_t = self.gripper_target(z_next).gather(
+                -1, best.expand(cfg.num_critics, -1)[..., None]
+            )
+            y = r + cfg.gamma * (1.0 - term) * q_t.squeeze(-1).min(0).values  # (B,)
+        q = self.gripper_critic(z).gather(-1, idx.expand(cfg.num_critics, -1)[..., None])
+        return F.mse_loss(q.squeeze(-1), y.expand(cfg.num_critics, -1))
+
+    def actor_loss(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor loss on detached features (B, E); critic weights get no gradient.
+
+        Returns:
+            loss (scalar), log-probs (B,) detached (for the temperature loss).
+        """
+        a, logp = self.actor.sample(z.detach(), self.gen)
+        q = self._q_values(self.critic(z.detach(), a, detach_params=True))  # (N, B)
+        q = q.mean(0) if self.cfg.actor_q == "mean" else q.min(0).values
+        return (self.alpha.detach() * logp - q).mean(), logp.detach()
+
+    def temperature_loss(self, logp: torch.Tensor) -> torch.Tensor:
+        """Moves alpha up when entropy (-logp) is below target, down when above."""
+        return -(self.log_alpha * (logp + self.target_entropy)).mean()
+
+    @torch.no_grad()
+    def polyak_update(self) -> None:
+        """target <- tau * online + (1 - tau) * target, for every target network."""
+        pairs = [(self.critic, self.critic_target)]
+        if self.gripper_critic is not None:
+            pairs.append((self.gripper_critic, self.gripper_target))
+        for online, target in pairs:
+            for p, tp in zip(online.parameters(), target.parameters(), strict=True):
+                tp.lerp_(p, self.cfg.tau)
+
+    def _step(self, opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip_norm is not None:
+            params = [p for g in opt.param_groups for p in g["params"]]
+            nn.utils.clip_grad_norm_(params, self.cfg.grad_clip_norm)
+        opt.step()
+
+    def update(self, sample: Callable[[], Batch]) -> dict[str, float]:
+        """One learner step: cfg.utd critic updates (fresh batches), then actor + temperature."""
+        for m in self.modules().values():
+            m.train()
+        for _ in range(self.cfg.utd):
+            loss, z, metrics = self.critic_loss(sample())
+            self._step(self.critic_opt, loss)
+            self.polyak_update()
+            self.num_critic_updates += 1
+        a_loss, logp = self.actor_loss(z)
+        self._step(self.actor_opt, a_loss)
+        self._step(self.alpha_opt, self.temperature_loss(logp))
+        self.num_updates += 1
+        metrics.update(
+            actor_loss=a_loss.item(),
+            temperature=self.alpha.item(),
+            entropy=-logp.mean().item(),
+        )
+        return metrics
+
+    # ---------------------------------------------------------------- state
+    def modules(self) -> dict[str, nn.Module]:
+        """Named networks (for device moves and saving)."""
+        mods = {"encoder": self.encoder, "actor": self.actor, "critic": self.critic}
+        mods["critic_target"] = self.critic_target
+        if self.gripper_critic is not None:
+            mods["gripper_critic"] = self.gripper_critic
+            mods["gripper_target"] = self.gripper_target
+        return mods
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Every learned tensor except frozen pretrained encoder weights (name -> tensor)."""
+        out: dict[str, torch.Tensor] = {}
+        for name, m in self.modules().items():
+            out.update(trainable_state_dict(m, prefix=f"{name}."))
+        out["log_alpha"] = self.log_alpha.detach()
+        return {k: v.detach().clone() for k, v in out.items()}
+
+    def load_trainable_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`trainable_state` (strict on names and shapes)."""
+        expected = self.trainable_state().keys()
+        if set(state) != set(expected):
+            diff = sorted(set(state) ^ set(expected))[:5]
+            raise KeyError(f"trainable state does not match this agent: {diff}")
+        with torch.no_grad():
+            for name, m in self.modules().items():
+                sub = {k[len(name) + 1 :]: v for k, v in state.items() if k.startswith(name + ".")}
+                missing, unexpected = m.load_state_dict(sub, strict=False)
+                if unexpected or any("frozen_backbone." not in k for k in missing):
+                    raise KeyError(f"{name}: missing {missing}, unexpected {unexpected}")
+            self.log_alpha.copy_(state["log_alpha"])
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"critic": self.critic_opt, "actor": self.actor_opt, "alpha": self.alpha_opt}
+
+    def counters(self) -> dict[str, int]:
+        return {"num_updates": self.num_updates, "num_critic_updates": self.num_critic_updates}
+
+    def load_counters(self, counters: Mapping[str, int]) -> None:
+        self.num_updates = int(counters["num_updates"])
+        self.num_critic_updates = int(counters["num_critic_updates"])
+
+    def save(self, directory) -> None:
+        """Same as ``policies.io.save_agent(self, directory)``."""
+        from policies.io import save_agent
+
+        save_agent(self, directory)
+
+    def load(self, directory) -> None:
+        """Same as ``policies.io.load_agent(self, directory)``."""
+        from policies.io import load_agent
+
+        load_agent(self, directory)
