@@ -30,7 +30,7 @@ from sim.config import SimConfig
 from sim.controller import ControllerConfig
 from sim.experts.base import Expert
 from sim.robot import SimRobot
-from sim.tasks import peg_insert
+from sim.tasks import peg_insert, reach
 from sim.tasks.base import SimTask
 from sim.world import SimClock, SimWorld
 
@@ -89,6 +89,13 @@ TASKS: dict[str, TaskInfo] = {
         max_episode_steps=peg_insert.MAX_EPISODE_STEPS,
         task_class="sim.tasks.peg_insert:PegInsertTask",
         expert_class="sim.experts.peg_insert:PegInsertExpert",
+    ),
+    "reach": TaskInfo(
+        description=reach.DESCRIPTION,
+        default_safety=reach.DEFAULT_SAFETY,
+        max_episode_steps=reach.MAX_EPISODE_STEPS,
+        task_class="sim.tasks.reach:ReachTask",
+        expert_class="sim.experts.reach:ReachExpert",
     ),
 }
 

@@ -3,6 +3,9 @@
 Subcommands:
     rollout  run episodes in the MuJoCo twin with a scripted / random / zero policy.
     envs     list tasks with their observation and action specs.
+    collect  record demonstrations (zarr) for training.
+    train    train SAC with demo mixing (embedded: one process); checkpoints, resume, plot.
+    eval     evaluate a run's latest checkpoint (deterministic policy), optional video.
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
 variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
@@ -52,12 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.cli import envs_cmd, rollout
+    from robot_rl.cli import collect, envs_cmd, eval_cmd, rollout, train
     from robot_rl.cli.factory import UnknownTaskError
 
     try:
         cfg = tyro.extras.subcommand_cli_from_dict(
-            {"rollout": rollout.RolloutConfig, "envs": envs_cmd.EnvsConfig},
+            {
+                "rollout": rollout.RolloutConfig,
+                "envs": envs_cmd.EnvsConfig,
+                "collect": collect.CollectConfig,
+                "train": train.TrainCmdConfig,
+                "eval": eval_cmd.EvalCmdConfig,
+            },
             prog="robot-rl",
             description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
             "interfaces.",
@@ -77,6 +86,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             rollout.print_report(result)
         return 0
+
+    learner_cmds = (
+        (collect.CollectConfig, collect.run_collect, collect.print_report),
+        (train.TrainCmdConfig, train.run_train, train.print_report),
+        (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
+    )
+    for cls, run, report in learner_cmds:
+        if isinstance(cfg, cls):
+            try:
+                result = run(cfg)
+            except (UnknownTaskError, ValueError, FileExistsError, FileNotFoundError) as e:
+                return _error(str(e))
+            if cfg.json:
+                _emit_json(result)
+            else:
+                report(result)
+            return 0
 
     try:
         result = envs_cmd.list_envs(cfg)

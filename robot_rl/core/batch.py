@@ -2,7 +2,7 @@
 (consumer). Core never imports torch: tensors are typed ``Any`` here.
 
 Learner observation layout (what encoders read; produced from any gymnasium Dict env by
-``robot_rl.learner.obs_adapter``)::
+``robot_rl.replay.ObsAdapter``)::
 
     {"state": (B, S) float32, "images": {camera: (B, H, W, 3) uint8}}
 

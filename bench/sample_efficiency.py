@@ -1,0 +1,168 @@
+"""Sample efficiency of `robot-rl train` (embedded SAC + RLPD demo mixing) on the twin.
+
+For each seed: record ``--demos`` scripted demonstrations, train for ``--steps`` env steps with
+an evaluation every ``--eval-every`` steps, and report the env steps at which the eval success
+rate first reached ``--target`` (None if never), the final and best success rates, and the
+wall-clock time. Prints ONE JSON object (config, machine, per-seed figures and aggregates).
+
+Targets from the stage-2 issue: state <= 10k env steps with 10 demos; pixels <= 30k env steps
+with 20 demos (pixels run long on CPU: a few updates per second).
+
+    python bench/sample_efficiency.py --task pick_cube --obs state --seeds 3
+    python bench/sample_efficiency.py --task reach --obs state --seeds 3 --steps 3000
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure."""
+
+    task: str = "pick_cube"
+    """Twin task."""
+    obs: Literal["state", "pixels"] = "state"
+    """Observation mode."""
+    seeds: int = 3
+    """Seeds 0 .. seeds-1 (each: own demos, own training run)."""
+    steps: int | None = None
+    """Env steps per run (None: 10000 for state, 30000 for pixels)."""
+    demos: int | None = None
+    """Scripted demo episodes (None: 10 for state, 20 for pixels)."""
+    eval_every: int = 1000
+    """Evaluate every this many env steps."""
+    eval_episodes: int = 20
+    """Episodes per evaluation."""
+    target: float = 0.9
+    """Success rate that counts as solved."""
+    utd: int | None = None
+    """Critic updates per env step (None: the agent default)."""
+    encoder: Literal["conv", "efficientnet"] = "conv"
+    """Image encoder for pixels."""
+    image_size: int = 64
+    """Camera image side for pixels, pixels."""
+    batch_size: int = 256
+    """Batch size."""
+    reward_offset: float = 0.0
+    """Added to sampled rewards (-1 turns pick_cube's [0, 1] dense reward into a cost)."""
+    out_dir: Path | None = None
+    """Keep the runs here (None: a temporary directory, removed afterwards)."""
+
+
+def machine_info() -> dict:
+    """CPU model, core count, Python and torch versions."""
+    import torch
+
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu_model": cpu,
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
+    """One seed: collect, train, read the eval log."""
+    from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.cli.train import TrainCmdConfig, run_train
+
+    pixels = cfg.obs == "pixels"
+    steps = cfg.steps or (30_000 if pixels else 10_000)
+    n_demos = cfg.demos or (20 if pixels else 10)
+    env = LearnerEnvConfig(task=cfg.task, obs=cfg.obs, image_size=cfg.image_size)
+    demos = root / f"demos_{seed}.zarr"
+    t0 = time.perf_counter()
+    run_collect(
+        CollectConfig(env=env, out=demos, episodes=n_demos, seed=2_000_000 + 1000 * seed),
+        progress=False,
+    )
+    t1 = time.perf_counter()
+    run = root / f"run_{seed}"
+    res = run_train(
+        TrainCmdConfig(
+            run=run,
+            env=env,
+            demos=demos,
+            steps=steps,
+            seed=seed,
+            utd=cfg.utd,
+            encoder=cfg.encoder,
+            batch_size=cfg.batch_size,
+            reward_offset=cfg.reward_offset,
+            eval_every_steps=cfg.eval_every,
+            eval_episodes=cfg.eval_episodes,
+            progress=False,
+        )
+    )
+    t2 = time.perf_counter()
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines() if s.strip()]
+    solved = next((e["env_steps"] for e in evals if e["success_rate"] >= cfg.target), None)
+    return {
+        "seed": seed,
+        "demos": n_demos,
+        "env_steps": res["env_steps"],
+        "updates": res["updates"],
+        "steps_to_target": solved,
+        "final_success": evals[-1]["success_rate"],
+        "best_success": max(e["success_rate"] for e in evals),
+        "curve": [(e["env_steps"], e["success_rate"]) for e in evals],
+        "collect_wall_s": t1 - t0,
+        "train_wall_s": t2 - t1,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from robot_rl.cli.main import configure_headless_gl
+
+    configure_headless_gl()
+    import numpy as np
+    import tyro
+
+    cfg = tyro.cli(BenchConfig, args=argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(cfg.out_dir) if cfg.out_dir is not None else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        per_seed = []
+        for seed in range(cfg.seeds):
+            per_seed.append(run_seed(cfg, seed, root))
+            print(
+                f"seed {seed}: {per_seed[-1]['final_success']:.2f} final success", file=sys.stderr
+            )
+    solved = [s["steps_to_target"] for s in per_seed if s["steps_to_target"] is not None]
+    record = {
+        "benchmark": "sample_efficiency",
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
+        "machine": machine_info(),
+        "per_seed": per_seed,
+        "solved_seeds": len(solved),
+        "median_steps_to_target": float(np.median(solved)) if solved else None,
+        "mean_final_success": float(np.mean([s["final_success"] for s in per_seed])),
+        "mean_train_wall_s": float(np.mean([s["train_wall_s"] for s in per_seed])),
+    }
+    print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

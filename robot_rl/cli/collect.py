@@ -1,0 +1,227 @@
+"""``robot-rl collect``: record demonstration episodes into a zarr dataset (source "demo").
+
+The dataset holds observations in the LEARNER layout (``robot_rl.replay.ObsAdapter``) of the
+env described by ``--task --obs --cameras --image-size --control-rotation``, and actions in the
+policy's [-1, 1] space. Training needs the same layout: collect with the same ``--obs`` (and
+camera / image / rotation settings) as you train with; ``robot-rl train`` checks it and says
+what differs. The env settings are stored in the dataset's metadata.
+
+Seeding: attempt ``i`` resets with ``seed + i`` (default seeds are disjoint from training and
+evaluation seeds). With ``--only-success`` (default) failed attempts are not written, and up to
+``3 * episodes`` attempts are made to get ``episodes`` successes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import tyro
+
+from robot_rl.cli.factory import EnvSetup, WrapperConfig
+from robot_rl.core import keys
+
+ObsMode = Literal["state", "pixels"]
+
+
+@dataclass(frozen=True)
+class LearnerEnvConfig:
+    """The twin env a learner trains on (shared by collect, train and eval)."""
+
+    task: str = "pick_cube"
+    """Task name; ``robot-rl envs`` lists them."""
+    obs: ObsMode = "state"
+    """state: the flattened robot state only; pixels: camera images + the robot state."""
+    cameras: tuple[str, ...] = ("front", "wrist")
+    """Cameras in the observation with --obs pixels (ignored for state)."""
+    image_size: int = 64
+    """Camera images are image_size x image_size pixels (--obs pixels)."""
+    control_rotation: bool = False
+    """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (default; easier to learn)."""
+    max_episode_steps: int | None = None
+    """Episode step limit (None: the task's default)."""
+
+    def __post_init__(self) -> None:
+        if self.obs == "pixels" and not self.cameras:
+            raise ValueError("--obs pixels needs at least one camera in --cameras")
+        if self.image_size < 16:
+            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
+
+    def env_setup(self) -> EnvSetup:
+        """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels)."""
+        return EnvSetup(
+            task=self.task,
+            cameras=tuple(self.cameras) if self.obs == "pixels" else (),
+            image_size=self.image_size,
+            max_episode_steps=self.max_episode_steps,
+            control_rotation=self.control_rotation,
+            wrappers=WrapperConfig(flatten_state=True),
+        )
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def data_settings(self) -> dict:
+        """The settings that shape stored data (all but the episode length)."""
+        return {k: v for k, v in self.to_json().items() if k != "max_episode_steps"}
+
+
+def same_data_settings(stored: dict | None, env: LearnerEnvConfig) -> bool:
+    """Whether a dataset's stored env settings (None: unknown, accepted) match ``env``'s."""
+    if stored is None:
+        return True
+    stored = {k: v for k, v in stored.items() if k != "max_episode_steps"}
+    return stored == env.data_settings()
+
+    @staticmethod
+    def from_json(d: dict) -> LearnerEnvConfig:
+        d = dict(d)
+        d["cameras"] = tuple(d.get("cameras", ()))
+        return LearnerEnvConfig(**d)
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """Record demonstrations into a zarr dataset."""
+
+    env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
+        default_factory=LearnerEnvConfig
+    )
+    """The env to record (must match training's)."""
+    out: Path = Path("demos.zarr")
+    """The zarr dataset to write."""
+    policy: Literal["scripted", "random", "zero"] = "scripted"
+    """Who acts: the task's scripted expert, uniform random, or zero."""
+    episodes: int = 10
+    """Number of episodes to write."""
+    seed: int = 2_000_000
+    """Attempt i resets with seed + i."""
+    append: bool = False
+    """Append to an existing dataset (same env settings) instead of refusing to overwrite it."""
+    only_success: bool = True
+    """Write only successful episodes (retrying up to 3 x episodes attempts)."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+
+
+def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
+    """Record ``cfg.episodes`` episodes into ``cfg.out``; return a JSON-able summary.
+
+    Raises:
+        FileExistsError: ``cfg.out`` exists and ``cfg.append`` is False.
+        ValueError: appending to a dataset recorded with other env settings.
+    """
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.cli.rollout import make_policy
+    from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.replay import EpisodeLog, ObsAdapter
+
+    out = Path(cfg.out)
+    if out.exists() and not cfg.append:
+        raise FileExistsError(
+            f"{out} already exists; pass --append to add episodes to it, or choose another --out"
+        )
+    env, backend = make_env_from_setup(cfg.env.env_setup())
+    adapter = ObsAdapter(env.observation_space)
+    amap = ActionMap(env.action_space)
+    meta = {"kind": "demos", "env": cfg.env.to_json(), "policy": cfg.policy}
+    if out.exists():
+        log = EpisodeLog.open(out, unfinished="drop", mode="a")
+        stored = (getattr(log, "meta", None) or {}).get("env")
+        if not same_data_settings(stored, cfg.env):
+            log.close()
+            raise ValueError(
+                f"{out} was recorded with env settings {stored}, not {cfg.env.to_json()}; "
+                "collect with the same settings or into another --out"
+            )
+    else:
+        log = EpisodeLog.create(out, adapter.layout, amap.dim, meta)
+    policy = make_policy(cfg.policy, env, backend)
+    written, attempts, returns = 0, 0, []
+    max_attempts = 3 * cfg.episodes if cfg.only_success else cfg.episodes
+    try:
+        while written < cfg.episodes and attempts < max_attempts:
+            seed = cfg.seed + attempts
+            attempts += 1
+            steps, success, ret = _record_episode(env, policy, adapter, amap, seed)
+            if cfg.only_success and not success:
+                continue
+            log.begin_episode("demo", policy_version=0, seed=seed)
+            for s in steps:
+                log.append(**s)
+            log.end_episode(success=success, policy=cfg.policy)
+            written += 1
+            returns.append(ret)
+            if progress:
+                import sys
+
+                print(
+                    f"collect: episode {written}/{cfg.episodes} (seed {seed}, return "
+                    f"{ret:.2f}, {len(steps)} steps)",
+                    file=sys.stderr,
+                )
+        total_eps, total_steps = log.num_episodes, log.num_steps
+    finally:
+        log.close()
+        env.close()
+        backend.close()
+    return {
+        "out": str(out),
+        "task": cfg.env.task,
+        "obs": cfg.env.obs,
+        "policy": cfg.policy,
+        "episodes_written": written,
+        "attempts": attempts,
+        "mean_return": float(np.mean(returns)) if returns else None,
+        "dataset_episodes": int(total_eps),
+        "dataset_steps": int(total_steps),
+    }
+
+
+def _record_episode(
+    env, policy, adapter, amap, seed: int
+) -> tuple[list[dict[str, Any]], bool, float]:
+    """One episode as a list of ``EpisodeLog.append`` keyword dicts (policy-space actions)."""
+    obs, info = env.reset(seed=seed)
+    policy.reset(np.random.default_rng((seed, 1)))
+    steps: list[dict[str, Any]] = []
+    success, ret = False, 0.0
+    while True:
+        a_env = policy.act(obs, info)
+        a = amap.to_policy(a_env)
+        o = adapter.to_learner(obs)
+        obs, reward, terminated, truncated, info = env.step(amap.to_env(a))
+        stamps = obs.get(keys.STAMPS, {})
+        steps.append(
+            dict(
+                obs_learner=o,
+                action=a,
+                policy_action=a,
+                reward=float(reward),
+                terminated=bool(terminated),
+                truncated=bool(truncated),
+                intervened=False,
+                policy_version=0,
+                stamp_s=float(np.asarray(stamps.get(keys.STAMP_STATE, 0.0))),
+                next_obs_learner=adapter.to_learner(obs),
+            )
+        )
+        ret += float(reward)
+        success = success or bool(info.get(keys.INFO_SUCCESS, False))
+        if terminated or truncated:
+            return steps, success, ret
+
+
+def print_report(result: dict) -> None:
+    """One human-readable line about what was written."""
+    print(
+        f"wrote {result['episodes_written']} {result['policy']} episodes of {result['task']} "
+        f"({result['obs']}) to {result['out']} in {result['attempts']} attempts; the dataset "
+        f"now holds {result['dataset_episodes']} episodes / {result['dataset_steps']} steps"
+    )

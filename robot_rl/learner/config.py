@@ -1,0 +1,71 @@
+"""Configuration of the embedded training loop (frozen, validated dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How the embedded trainer interleaves acting, learning, evaluation and checkpoints.
+
+    The agent's own settings (network sizes, UTD, ensemble, ...) live in
+    :class:`policies.config.SACConfig`; this is the loop around it.
+    """
+
+    total_env_steps: int = 10_000
+    """Stop after this many online env steps (counted over resumes)."""
+    seed: int = 0
+    """Seeds the agent, the action sampling, the batch sampling and the training resets
+    (episode i resets with seed + i). Evaluation uses seeds from ``eval_seed`` instead."""
+    batch_size: int = 256
+    """Transitions per critic update."""
+    demo_fraction: float = 0.5
+    """Fraction of each batch drawn from the demo buffer (RLPD symmetric sampling: 0.5)."""
+    buffer_capacity: int = 1_000_000
+    """Capacity of the RAM online buffer, transitions."""
+    random_steps: int = 1_000
+    """Uniform random actions for the first random_steps env steps; skipped (0) when demos are
+    given, since the demos seed the buffer."""
+    learning_starts: int = 500
+    """First learner update once this many transitions (online + demo) are in the buffers."""
+    eval_every_steps: int = 2_000
+    """Evaluate (and checkpoint) every this many env steps, and at the end."""
+    eval_episodes: int = 10
+    """Episodes per evaluation (deterministic policy)."""
+    eval_seed: int = 1_000_000
+    """Evaluation episode i resets with eval_seed + i (the same episodes at every evaluation,
+    disjoint from the training seeds)."""
+    log_every_steps: int = 100
+    """Write learner metrics to tensorboard every this many env steps."""
+    normalize_state: bool = True
+    """Normalise the state vector with fixed statistics fitted when learning starts (demos +
+    online data so far); see :mod:`robot_rl.learner.normalize`."""
+    reward_offset: float = 0.0
+    """Added to every sampled reward at update time (logs keep raw rewards). -1 turns a dense
+    reward in [0, 1] with termination on success into a cost, so that succeeding (ending the
+    episode) beats hovering near success and collecting dense reward."""
+    num_threads: int = 1
+    """torch.set_num_threads for the run (1 suits small networks on few cores)."""
+    progress: bool = True
+    """Show a rich progress bar on stderr."""
+
+    def __post_init__(self) -> None:
+        if self.total_env_steps < 1:
+            raise ValueError(f"total_env_steps must be >= 1, got {self.total_env_steps}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not 0.0 <= self.demo_fraction <= 1.0:
+            raise ValueError(f"demo_fraction {self.demo_fraction} must be in [0, 1]")
+        if self.buffer_capacity < 2:
+            raise ValueError(f"buffer_capacity must be >= 2, got {self.buffer_capacity}")
+        if self.random_steps < 0 or self.learning_starts < 0:
+            raise ValueError("random_steps and learning_starts must be >= 0")
+        if self.eval_every_steps < 1:
+            raise ValueError(f"eval_every_steps must be >= 1, got {self.eval_every_steps}")
+        if self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
+        if self.log_every_steps < 1:
+            raise ValueError(f"log_every_steps must be >= 1, got {self.log_every_steps}")
+        if self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")

@@ -1,0 +1,146 @@
+"""Deterministic evaluation of an agent on any gymnasium env with a Dict obs and a Box action
+space, plus the action mapping between the policy's [-1, 1] and the env's Box.
+
+Evaluation episode ``i`` resets with ``seed + i``; the trainer passes a seed disjoint from its
+training seeds, so every evaluation sees the same episodes. An episode counts as a success if the
+env reported ``info["is_success"]`` at any step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from robot_rl.core import keys
+
+
+class ActingAgent(Protocol):
+    """What evaluation needs from an agent (``policies.sac.SACAgent`` and ``BCAgent`` fit)."""
+
+    def act(self, obs: Mapping, deterministic: bool, generator: Any = None) -> np.ndarray: ...
+
+
+class ActionMap:
+    """Affine map between the policy's action box [-1, 1]^A and the env's Box action space.
+
+    Identity for the twin (its actions are already in [-1, 1]); e.g. Pendulum's [-2, 2] torque
+    is scaled. Replay buffers and demo datasets hold policy-space actions.
+
+    Args:
+        space: The env's action space (finite bounds required).
+    """
+
+    def __init__(self, space: gym.spaces.Space) -> None:
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(f"the learner needs a 1-D Box action space, got {space}")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError("the action space needs finite low/high bounds to map [-1, 1] onto")
+        self.low = space.low.astype(np.float64)
+        self.high = space.high.astype(np.float64)
+        self.dtype = space.dtype
+        self.dim = int(space.shape[0])
+
+    def to_env(self, a_policy: np.ndarray) -> np.ndarray:
+        """(A,) in [-1, 1] -> (A,) in [low, high] (the env's dtype)."""
+        a = np.clip(np.asarray(a_policy, dtype=np.float64), -1.0, 1.0)
+        return (self.low + 0.5 * (a + 1.0) * (self.high - self.low)).astype(self.dtype)
+
+    def to_policy(self, a_env: np.ndarray) -> np.ndarray:
+        """(A,) in [low, high] -> (A,) float32 in [-1, 1] (clipped)."""
+        a = 2.0 * (np.asarray(a_env, dtype=np.float64) - self.low) / (self.high - self.low) - 1.0
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class EvalEpisode:
+    """Outcome of one evaluation episode."""
+
+    seed: int
+    episode_return: float
+    length: int
+    success: bool
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Summary of an evaluation."""
+
+    episodes: tuple[EvalEpisode, ...]
+
+    @property
+    def success_rate(self) -> float:
+        return float(np.mean([e.success for e in self.episodes]))
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean([e.episode_return for e in self.episodes]))
+
+    @property
+    def mean_length(self) -> float:
+        return float(np.mean([e.length for e in self.episodes]))
+
+    def summary(self) -> dict:
+        """JSON-able ``{episodes, success_rate, mean_return, mean_length, per_episode}``."""
+        return {
+            "episodes": len(self.episodes),
+            "success_rate": self.success_rate,
+            "mean_return": self.mean_return,
+            "mean_length": self.mean_length,
+            "per_episode": [asdict(e) for e in self.episodes],
+        }
+
+
+FrameHook = Callable[[int, int, float, bool], None]
+"""Called after reset (step 0) and every step with (episode, step, return so far, success)."""
+
+
+def evaluate(
+    env: gym.Env,
+    agent: ActingAgent,
+    to_learner: Callable[[Mapping], Mapping],
+    episodes: int,
+    seed: int,
+    deterministic: bool = True,
+    on_step: FrameHook | None = None,
+) -> EvalResult:
+    """Run ``episodes`` episodes with ``agent`` acting on ``env``.
+
+    Args:
+        env: Any gymnasium env with a Dict observation and a Box action space.
+        agent: Acts on learner-layout observations, returns (A,) in [-1, 1].
+        to_learner: Env observation -> learner layout (``ObsAdapter.to_learner``).
+        episodes: Number of episodes.
+        seed: Episode i resets with ``seed + i``.
+        deterministic: Use the policy mean (True for evaluation).
+        on_step: Optional hook (e.g. a video recorder), see :data:`FrameHook`.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    amap = ActionMap(env.action_space)
+    out: list[EvalEpisode] = []
+    for i in range(episodes):
+        obs, info = env.reset(seed=seed + i)
+        ret, length, success = 0.0, 0, False
+        if on_step is not None:
+            on_step(i, 0, ret, success)
+        while True:
+            a = agent.act(to_learner(obs), deterministic=deterministic)
+            obs, reward, terminated, truncated, info = env.step(amap.to_env(a))
+            ret += float(reward)
+            length += 1
+            success = success or bool(info.get(keys.INFO_SUCCESS, False))
+            if on_step is not None:
+                on_step(i, length, ret, success)
+            if terminated or truncated:
+                break
+        out.append(EvalEpisode(seed + i, ret, length, success))
+    return EvalResult(tuple(out))
+
+
+def success_of(infos: Sequence[Mapping]) -> bool:
+    """Whether any of ``infos`` reported success."""
+    return any(bool(i.get(keys.INFO_SUCCESS, False)) for i in infos)

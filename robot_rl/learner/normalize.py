@@ -1,0 +1,98 @@
+"""Fixed affine normalisation of the learner's state vector: ``clip((s - mean) / std)``.
+
+Why: robot states mix scales (positions vary by centimetres around ~0.5 m, wrenches by newtons,
+quaternion parts barely at all); an unnormalised MLP learns the centimetre-level dependence on
+position very slowly (state ``reach`` did not learn in 3k steps without it, and in ~1.2k with
+it). The statistics are fitted ONCE, when learning starts (on the demos and the online data
+collected so far), then frozen, so stored data stay raw (the log and buffers hold env
+values) and the normalisation is applied at act time and to sampled batches. They are saved in
+the checkpoint's trainer state so evaluation applies the same map. Images are left alone (the
+encoders handle uint8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.core import keys
+from robot_rl.core.batch import Batch
+
+
+class StateNormalizer:
+    """``clip((s - mean) / std, -clip, clip)`` on the learner layout's ``"state"``.
+
+    Args:
+        mean: (S,) float.
+        std: (S,) float, > 0.
+        clip: Bound of the normalised values.
+    """
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, clip: float = 10.0) -> None:
+        self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
+        self.std = np.asarray(std, dtype=np.float32).reshape(-1)
+        if self.mean.shape != self.std.shape or np.any(self.std <= 0):
+            raise ValueError("mean and std need the same shape and std > 0")
+        self.clip = float(clip)
+        self._t: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @classmethod
+    def fit(cls, states: np.ndarray, min_std: float = 0.05, clip: float = 10.0) -> StateNormalizer:
+        """Statistics of ``states`` (N, S); per-dimension std floored at ``min_std``."""
+        s = np.asarray(states, dtype=np.float64)
+        if s.ndim != 2 or len(s) == 0:
+            raise ValueError(f"fit needs (N, S) states with N >= 1, got shape {s.shape}")
+        return cls(s.mean(0), np.maximum(s.std(0), min_std), clip)
+
+    @classmethod
+    def fit_buffers(
+        cls, buffers: list[Any], max_samples: int = 4096, min_std: float = 0.05
+    ) -> StateNormalizer:
+        """Fit on up to ``max_samples`` states from each non-empty replay buffer (own RNG)."""
+        rng = np.random.default_rng(0)
+        parts = [
+            b.sample(min(len(b), max_samples), rng).obs[keys.STATE].detach().cpu().numpy()
+            for b in buffers
+            if b is not None and len(b) > 0
+        ]
+        return cls.fit(np.concatenate(parts), min_std)
+
+    def to_json(self) -> dict:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist(), "clip": self.clip}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> StateNormalizer:
+        return cls(np.array(d["mean"]), np.array(d["std"]), float(d["clip"]))
+
+    def obs(self, o: Mapping[str, Any]) -> dict[str, Any]:
+        """One learner observation (numpy, no batch dim) with the state normalised."""
+        out = dict(o)
+        if keys.STATE in out:
+            s = (np.asarray(out[keys.STATE], dtype=np.float32) - self.mean) / self.std
+            out[keys.STATE] = np.clip(s, -self.clip, self.clip).astype(np.float32)
+        return out
+
+    def _tensors(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        key = str(like.device)
+        if key not in self._t:
+            self._t[key] = (
+                torch.as_tensor(self.mean, device=like.device),
+                torch.as_tensor(self.std, device=like.device),
+            )
+        return self._t[key]
+
+    def _obs_t(self, o: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(o)
+        if keys.STATE in out:
+            s = out[keys.STATE]  # (B, S)
+            mean, std = self._tensors(s)
+            out[keys.STATE] = ((s.float() - mean) / std).clamp(-self.clip, self.clip)
+        return out
+
+    def batch(self, b: Batch) -> Batch:
+        """A sampled batch (torch) with obs and next_obs states normalised."""
+        return dataclasses.replace(b, obs=self._obs_t(b.obs), next_obs=self._obs_t(b.next_obs))

@@ -1,0 +1,29 @@
+"""Replay: the durable zarr episode log, the RAM ring buffer, the demo/online mixer and the
+adapter from env observations to the learner layout.
+
+Imports only :mod:`robot_rl.core` from the repo (plus numpy, torch, zarr, gymnasium).
+"""
+
+from robot_rl.replay.adapter import ObsAdapter
+from robot_rl.replay.buffer import ReplayBuffer
+from robot_rl.replay.demos import load_demos, rebuild_buffer, salvage
+from robot_rl.replay.log import (
+    CorruptLogError,
+    EpisodeLog,
+    EpisodeMeta,
+    UnfinishedEpisodeError,
+)
+from robot_rl.replay.mixer import Mixer
+
+__all__ = [
+    "CorruptLogError",
+    "EpisodeLog",
+    "EpisodeMeta",
+    "Mixer",
+    "ObsAdapter",
+    "ReplayBuffer",
+    "UnfinishedEpisodeError",
+    "load_demos",
+    "rebuild_buffer",
+    "salvage",
+]

@@ -1,0 +1,292 @@
+"""ReplayBuffer: the RAM ring buffer the learner samples from.
+
+Observations are stored once, in an observation ring of preallocated numpy arrays (images as
+uint8); a transition refers to its ``obs`` and ``next_obs`` rows by index, so consecutive steps
+share a row (step t's next_obs is step t+1's obs). Rows and transitions carry monotonically
+increasing ids; a transition is sampleable only while both its rows are still in the ring, so
+wrap-around never yields a transition whose observation was overwritten.
+
+Sizing: ``capacity`` transitions, and ``obs_capacity`` observation rows (default
+``capacity + capacity // 10 + 1``: enough for episodes of 10 or more steps on average; with
+shorter episodes the buffer holds fewer than ``capacity`` transitions when full).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.core import keys
+from robot_rl.core.batch import Batch, ObsLayout
+
+
+class ReplayBuffer:
+    """Ring buffer of transitions in the learner layout.
+
+    Args:
+        capacity: Maximum number of transitions kept (oldest evicted first).
+        layout: Learner observation layout.
+        action_dim: A.
+        device: Torch device of sampled batches (storage stays in host RAM).
+        obs_capacity: Observation rows; None for ``capacity + capacity // 10 + 1``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        layout: ObsLayout,
+        action_dim: int,
+        device: str | torch.device = "cpu",
+        obs_capacity: int | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if action_dim < 1:
+            raise ValueError(f"action_dim must be >= 1, got {action_dim}")
+        obs_capacity = capacity + capacity // 10 + 1 if obs_capacity is None else obs_capacity
+        if obs_capacity < 2:
+            raise ValueError(f"obs_capacity must be >= 2, got {obs_capacity}")
+        self.capacity, self.obs_capacity = int(capacity), int(obs_capacity)
+        self.layout, self.action_dim, self.device = layout, int(action_dim), torch.device(device)
+        n, m = self.capacity, self.obs_capacity
+        self._state = np.zeros((m, layout.state_dim), np.float32) if layout.state_dim else None
+        self._images = {c: np.zeros((m, *s.shape), np.uint8) for c, s in layout.images.items()}
+        self._action = np.zeros((n, action_dim), np.float32)
+        self._reward = np.zeros(n, np.float32)
+        self._terminated = np.zeros(n, np.float32)
+        self._intervened = np.zeros(n, bool)
+        self._obs_id = np.zeros(n, np.int64)  # id of the obs row; next_obs is obs_id + 1...
+        self._next_id = np.zeros(n, np.int64)  # ... not always: stored explicitly
+        self._n_rows = 0  # observation rows ever written (next row id)
+        self._n_trans = 0  # transitions ever added (next transition id)
+        self._first = 0  # id of the oldest sampleable transition
+        self._open_row: int | None = None  # id of the last next_obs an episode may continue from
+
+    # -- size --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n_trans - self._first
+
+    @property
+    def num_obs_rows(self) -> int:
+        """Observation rows currently held (each observation is stored once)."""
+        return min(self._n_rows, self.obs_capacity)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of preallocated storage."""
+        arrs = [self._action, self._reward, self._terminated, self._intervened, self._obs_id]
+        arrs += [self._next_id, *self._images.values()]
+        if self._state is not None:
+            arrs.append(self._state)
+        return int(sum(a.nbytes for a in arrs))
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def add(
+        self,
+        obs: Mapping[str, Any],
+        action: np.ndarray,
+        reward: float,
+        next_obs: Mapping[str, Any],
+        terminated: bool,
+        intervened: bool = False,
+    ) -> None:
+        """Add one transition (learner layout, no batch dimension).
+
+        ``obs`` shares the previous transition's ``next_obs`` row when it is equal to it and
+        that transition did not terminate, so a stream of steps stores each observation once.
+        """
+        if self._open_row is not None and self._row_valid(self._open_row):
+            if self._equal_row(self._open_row, obs):
+                o = self._open_row
+            else:
+                o = self._write_row(obs)
+        else:
+            o = self._write_row(obs)
+        nx = self._write_row(next_obs)
+        self._put_transition(o, nx, action, reward, terminated, intervened)
+        self._open_row = None if terminated else nx
+
+    def add_episode(self, episode: Mapping[str, Any]) -> None:
+        """Add a whole episode as returned by :meth:`EpisodeLog.read_episode`.
+
+        Writes its T + 1 observation rows and T transitions in bulk; an episode longer than the
+        buffer keeps its last steps.
+
+        Args:
+            episode: ``obs``/``next_obs`` (T rows each, ``next_obs[t] == obs[t + 1]``),
+                ``action`` (T, A), ``reward`` (T,), ``terminated`` (T,), ``intervened`` (T,).
+        """
+        obs, nxt = episode["obs"], episode["next_obs"]
+        t_len = int(np.asarray(episode["reward"]).shape[0])
+        if t_len == 0:
+            return
+        rows = {}
+        if self._state is not None:
+            rows["state"] = _chain(obs[keys.STATE], nxt[keys.STATE], "state", check=True)
+        for c in self._images:
+            a, b = obs[keys.IMAGES][c], nxt[keys.IMAGES][c]
+            rows[c] = _chain(a, b, c, check=not np.shares_memory(a, b))
+        keep = min(t_len, self.capacity, self.obs_capacity - 1)  # last `keep` steps
+        s0 = t_len - keep
+        ids = self._n_rows + np.arange(keep + 1)
+        slots = ids % self.obs_capacity
+        if self._state is not None:
+            self._state[slots] = rows["state"][s0:]
+        for c in self._images:
+            self._images[c][slots] = rows[c][s0:]
+        self._n_rows += keep + 1
+        tids = self._n_trans + np.arange(keep)
+        ts = tids % self.capacity
+        self._action[ts] = np.asarray(episode["action"], np.float32)[s0:]
+        self._reward[ts] = np.asarray(episode["reward"], np.float32)[s0:]
+        self._terminated[ts] = np.asarray(episode["terminated"], np.float32)[s0:]
+        self._intervened[ts] = np.asarray(episode["intervened"], bool)[s0:]
+        self._obs_id[ts] = ids[:-1]
+        self._next_id[ts] = ids[1:]
+        self._n_trans += keep
+        self._evict()
+        self._open_row = None  # a logged episode is closed
+
+    def _write_row(self, obs: Mapping[str, Any]) -> int:
+        rid = self._n_rows
+        slot = rid % self.obs_capacity
+        if self._state is not None:
+            s = np.asarray(obs[keys.STATE], dtype=np.float32)
+            if s.shape != (self.layout.state_dim,):
+                raise ValueError(f"state {s.shape}, expected ({self.layout.state_dim},)")
+            self._state[slot] = s
+        for c, buf in self._images.items():
+            im = np.asarray(obs[keys.IMAGES][c])
+            if im.shape != buf.shape[1:] or im.dtype != np.uint8:
+                raise ValueError(f"camera {c!r}: {im.shape} {im.dtype}, expected {buf.shape[1:]}")
+            buf[slot] = im
+        self._n_rows += 1
+        return rid
+
+    def _equal_row(self, rid: int, obs: Mapping[str, Any]) -> bool:
+        slot = rid % self.obs_capacity
+        if self._state is not None and not np.array_equal(
+            self._state[slot], np.asarray(obs[keys.STATE], dtype=np.float32)
+        ):
+            return False
+        return all(np.array_equal(b[slot], obs[keys.IMAGES][c]) for c, b in self._images.items())
+
+    def _row_valid(self, rid: int) -> bool:
+        return rid >= self._n_rows - self.obs_capacity
+
+    def _put_transition(self, o: int, nx: int, action, reward, terminated, intervened) -> None:
+        a = np.asarray(action, dtype=np.float32)
+        if a.shape != (self.action_dim,):
+            raise ValueError(f"action {a.shape}, expected ({self.action_dim},)")
+        ts = self._n_trans % self.capacity
+        self._action[ts] = a
+        self._reward[ts] = float(reward)
+        self._terminated[ts] = float(bool(terminated))
+        self._intervened[ts] = bool(intervened)
+        self._obs_id[ts], self._next_id[ts] = o, nx
+        self._n_trans += 1
+        self._evict()
+
+    def _evict(self) -> None:
+        """Advance the oldest transition past ring overwrite and any overwritten obs row."""
+        self._first = max(self._first, self._n_trans - self.capacity)
+        oldest_row = self._n_rows - self.obs_capacity
+        ids, cap = self._obs_id, self.capacity
+        while self._first < self._n_trans and ids[self._first % cap] < oldest_row:
+            self._first += 1
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def empty_arrays(self, batch_size: int) -> dict[str, Any]:
+        """Uninitialised numpy batch fields for ``batch_size`` transitions (see
+        :meth:`sample_into`)."""
+
+        def obs() -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            if self._state is not None:
+                out[keys.STATE] = np.empty((batch_size, self.layout.state_dim), np.float32)
+            if self._images:
+                out[keys.IMAGES] = {
+                    c: np.empty((batch_size, *b.shape[1:]), np.uint8)
+                    for c, b in self._images.items()
+                }
+            return out
+
+        return {
+            "obs": obs(),
+            "action": np.empty((batch_size, self.action_dim), np.float32),
+            "reward": np.empty(batch_size, np.float32),
+            "next_obs": obs(),
+            "terminated": np.empty(batch_size, np.float32),
+            "intervened": np.empty(batch_size, bool),
+            "is_demo": np.zeros(batch_size, bool),
+        }
+
+    def sample_into(
+        self, out: dict[str, Any], start: int, n: int, generator: np.random.Generator
+    ) -> None:
+        """Write ``n`` uniformly sampled transitions into rows ``[start, start + n)`` of
+        ``out`` (from :meth:`empty_arrays`), gathering straight into place (no extra copy)."""
+        if len(self) == 0:
+            raise ValueError("cannot sample from an empty ReplayBuffer")
+        tid = self._first + generator.integers(0, len(self), size=n)
+        ts = tid % self.capacity  # (n,) transition slots
+        sl = slice(start, start + n)
+        for key, ids in (("obs", self._obs_id[ts]), ("next_obs", self._next_id[ts])):
+            slots = ids % self.obs_capacity
+            if self._state is not None:
+                np.take(self._state, slots, axis=0, out=out[key][keys.STATE][sl])
+            for c, b in self._images.items():
+                np.take(b, slots, axis=0, out=out[key][keys.IMAGES][c][sl])
+        np.take(self._action, ts, axis=0, out=out["action"][sl])
+        np.take(self._reward, ts, out=out["reward"][sl])
+        np.take(self._terminated, ts, out=out["terminated"][sl])
+        np.take(self._intervened, ts, out=out["intervened"][sl])
+
+    def sample_arrays(self, batch_size: int, generator: np.random.Generator) -> dict[str, Any]:
+        """Uniformly sampled transitions as numpy arrays (the fields of :class:`Batch`)."""
+        out = self.empty_arrays(batch_size)
+        self.sample_into(out, 0, batch_size, generator)
+        return out
+
+    def sample(self, batch_size: int, generator: np.random.Generator) -> Batch:
+        """A uniformly sampled :class:`Batch` of torch tensors on :attr:`device` (images uint8)."""
+        return to_batch(self.sample_arrays(batch_size, generator), self.device)
+
+
+def _chain(a: np.ndarray, b: np.ndarray, name: str, check: bool) -> np.ndarray:
+    """(T, ...) obs and (T, ...) next_obs -> (T + 1, ...) rows, checking they chain."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"{name}: obs {a.shape} and next_obs {b.shape} differ in shape")
+    if check and not np.array_equal(a[1:], b[:-1]):
+        raise ValueError(f"{name}: next_obs[t] != obs[t + 1]; not one contiguous episode")
+    return np.concatenate([a, b[-1:]], axis=0)
+
+
+def to_batch(arrays: Mapping[str, Any], device: torch.device) -> Batch:
+    """Numpy batch fields -> :class:`Batch` of torch tensors on ``device``."""
+
+    def obs_t(o: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if keys.STATE in o:
+            out[keys.STATE] = torch.from_numpy(o[keys.STATE]).to(device)
+        if keys.IMAGES in o:
+            imgs = o[keys.IMAGES]
+            out[keys.IMAGES] = {c: torch.from_numpy(v).to(device) for c, v in imgs.items()}
+        return out
+
+    return Batch(
+        obs=obs_t(arrays["obs"]),
+        action=torch.from_numpy(arrays["action"]).to(device),
+        reward=torch.from_numpy(arrays["reward"]).to(device),
+        next_obs=obs_t(arrays["next_obs"]),
+        terminated=torch.from_numpy(arrays["terminated"]).to(device),
+        intervened=torch.from_numpy(arrays["intervened"]).to(device),
+        is_demo=torch.from_numpy(arrays["is_demo"]).to(device),
+    )

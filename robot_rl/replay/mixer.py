@@ -1,0 +1,67 @@
+"""Mixer: RLPD symmetric sampling over an online and a demonstration buffer.
+
+Every batch holds exactly ``round(batch_size * demo_fraction)`` demo transitions (Python
+``round``: ties go to the even number) and the rest online ones, each drawn uniformly within its
+buffer. With no (or an empty) demo buffer the batch is all online; with an empty online buffer
+it is all demo. ``Batch.is_demo`` marks the demo rows (they come first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl.core.batch import Batch
+from robot_rl.replay.buffer import ReplayBuffer, to_batch
+
+
+class Mixer:
+    """Symmetric demo/online sampler.
+
+    Args:
+        online: The online buffer (also sets the batch's device).
+        demo: The demonstration buffer, or None.
+        demo_fraction: Fraction of each batch drawn from ``demo``, in [0, 1] (RLPD: 0.5).
+    """
+
+    def __init__(
+        self, online: ReplayBuffer, demo: ReplayBuffer | None, demo_fraction: float = 0.5
+    ) -> None:
+        if not 0.0 <= demo_fraction <= 1.0:
+            raise ValueError(f"demo_fraction must be in [0, 1], got {demo_fraction}")
+        if demo is not None and (
+            demo.layout != online.layout or demo.action_dim != online.action_dim
+        ):
+            raise ValueError(
+                f"demo buffer layout {demo.layout} / action_dim {demo.action_dim} differs from "
+                f"the online buffer's {online.layout} / {online.action_dim}"
+            )
+        self.online, self.demo, self.demo_fraction = online, demo, float(demo_fraction)
+
+    def __len__(self) -> int:
+        return len(self.online) + (len(self.demo) if self.demo is not None else 0)
+
+    def num_demo(self, batch_size: int) -> int:
+        """How many of ``batch_size`` samples come from the demo buffer right now."""
+        has_demo = self.demo is not None and len(self.demo) > 0
+        if not has_demo:
+            return 0
+        if len(self.online) == 0:
+            return batch_size
+        return int(round(batch_size * self.demo_fraction))
+
+    def sample(self, batch_size: int, generator: np.random.Generator) -> Batch:
+        """A mixed :class:`Batch` (demo rows first, flagged in ``is_demo``).
+
+        Raises:
+            ValueError: Both buffers are empty.
+        """
+        if len(self) == 0:
+            raise ValueError("cannot sample: the online and demo buffers are both empty")
+        n_demo = self.num_demo(batch_size)
+        arrays = self.online.empty_arrays(batch_size)
+        if n_demo:
+            self.demo.sample_into(arrays, 0, n_demo, generator)
+            arrays["is_demo"][:n_demo] = True
+        if batch_size - n_demo:
+            self.online.sample_into(arrays, n_demo, batch_size - n_demo, generator)
+        return to_batch(arrays, self.online.device)

@@ -1,0 +1,201 @@
+"""The on-disk schema of the episode log (see :mod:`robot_rl.replay.log` for the layout):
+constants, per-episode metadata, layout (de)serialisation, and the consistency check run on
+open."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from robot_rl.core import keys
+from robot_rl.core.batch import ObsLayout
+from robot_rl.core.specs import ArraySpec
+
+FORMAT = "robot_rl.episode_log"
+VERSION = 1
+SOURCES = ("demo", "online", "intervention", "eval")
+STEP_CHUNK = 1024
+# name -> (per-step shape given action_dim A, dtype)
+STEP_FIELDS = {
+    "action": (("A",), "float32"),
+    "policy_action": (("A",), "float32"),
+    "reward": ((), "float32"),
+    "terminated": ((), "bool"),
+    "truncated": ((), "bool"),
+    "intervened": ((), "bool"),
+    "policy_version": ((), "int64"),
+    "stamp_s": ((), "float64"),
+}
+STEP_FIELD_NAMES = tuple(STEP_FIELDS)
+
+
+class CorruptLogError(RuntimeError):
+    """The store is not a consistent episode log; the message says what is wrong and what to do."""
+
+
+class UnfinishedEpisodeError(RuntimeError):
+    """The log holds an episode that was begun but never ended (``unfinished="error"``)."""
+
+
+@dataclass(frozen=True)
+class EpisodeMeta:
+    """Metadata of one episode.
+
+    Attributes:
+        index: Episode number in the log.
+        source: ``"demo"``, ``"online"``, ``"intervention"`` or ``"eval"``.
+        success: Task success as reported at ``end_episode`` (None if unknown, e.g. recovered).
+        length: Number of steps T.
+        start_step: Global index of the first step.
+        start_obs: Global index of the first observation row (T + 1 rows per episode).
+        policy_version: Version given to ``begin_episode``.
+        policy_version_min: Smallest per-step policy version.
+        policy_version_max: Largest per-step policy version.
+        seed: Env reset seed, or None.
+        finished: The episode is closed in the log: ended by ``end_episode``, or completed as
+            truncated when reopened after a crash (then ``recovered="truncated"``).
+        recovered: ``"truncated"`` if completed as truncated when reopened, else None.
+        reward_model_id: Which reward model labelled the rewards (``end_episode`` keyword).
+        extra: Any other ``end_episode`` keywords (JSON values).
+    """
+
+    index: int
+    source: str
+    success: bool | None
+    length: int
+    start_step: int
+    start_obs: int
+    policy_version: int
+    policy_version_min: int
+    policy_version_max: int
+    seed: int | None
+    finished: bool
+    recovered: str | None = None
+    reward_model_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def layout_to_json(layout: ObsLayout) -> dict[str, Any]:
+    """An :class:`ObsLayout` as JSON."""
+    return {
+        "state_dim": layout.state_dim,
+        "images": {c: {"shape": list(s.shape), "dtype": s.dtype} for c, s in layout.images.items()},
+    }
+
+
+def layout_from_json(d: Mapping[str, Any]) -> ObsLayout:
+    """Inverse of :func:`layout_to_json`."""
+    imgs = {
+        c: ArraySpec(tuple(int(x) for x in v["shape"]), v["dtype"]) for c, v in d["images"].items()
+    }
+    return ObsLayout(state_dim=int(d["state_dim"]), images=imgs)
+
+
+def obs_fields(layout: ObsLayout) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Array path under ``data/`` -> (per-row shape, dtype) for the observation rows."""
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    if layout.state_dim:
+        out["obs/state"] = ((layout.state_dim,), "float32")
+    for cam, spec in layout.images.items():
+        out[f"obs/images/{cam}"] = (tuple(spec.shape), "uint8")
+    return out
+
+
+def step_fields(action_dim: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {
+        k: (tuple(action_dim if d == "A" else d for d in shp), dt)
+        for k, (shp, dt) in STEP_FIELDS.items()
+    }
+
+
+def obs_row(obs: Mapping[str, Any], layout: ObsLayout, what: str) -> dict[str, np.ndarray]:
+    """Validate one learner observation and return owned copies keyed by array path."""
+    row: dict[str, np.ndarray] = {}
+    if layout.state_dim:
+        s = np.asarray(obs[keys.STATE], dtype=np.float32)
+        if s.shape != (layout.state_dim,):
+            raise ValueError(f"{what}: state has shape {s.shape}, expected ({layout.state_dim},)")
+        row["obs/state"] = s.copy()
+    for cam, spec in layout.images.items():
+        im = np.asarray(obs[keys.IMAGES][cam])
+        if im.shape != spec.shape or im.dtype != np.uint8:
+            raise ValueError(f"{what}: camera {cam!r} is {im.shape} {im.dtype}, expected {spec}")
+        row[f"obs/images/{cam}"] = im.copy()
+    return row
+
+
+def commit_record(n_steps: int, n_obs: int, n_eps: int, open_ep: dict | None) -> dict[str, Any]:
+    return {"num_steps": n_steps, "num_obs": n_obs, "num_episodes": n_eps, "open_episode": open_ep}
+
+
+def write_rows(arr: zarr.Array, start: int, stop: int, data: np.ndarray) -> None:
+    """Write rows [start, stop) of a time-major array, growing it."""
+    if arr.shape[0] != stop:
+        arr.resize((stop, *arr.shape[1:]))
+    arr[start:stop] = data
+
+
+def load_and_check(
+    root: zarr.Group, path: Path, fields: Mapping[str, tuple[tuple[int, ...], str]]
+) -> tuple[dict[str, zarr.Array], int, int, list[dict[str, Any]], dict[str, Any] | None]:
+    """Read the commit record and check the arrays against it.
+
+    Returns:
+        (arrays by name, committed steps, committed obs rows, committed episode table,
+        open episode record or None).
+
+    Raises:
+        CorruptLogError: Anything missing or inconsistent, with what to do about it.
+    """
+    advice = (
+        "the store was not modified. If files were lost or the copy is incomplete, restore "
+        f"them from a backup; robot_rl.replay.salvage({str(path)!r}, new_path) copies "
+        "every episode that is still complete into a new log"
+    )
+    try:
+        commit = dict(root["commit"].attrs)
+        table = list(root["meta"].attrs["episodes"])
+        ends_arr = root["meta/episode_ends"]
+    except KeyError as e:
+        msg = f"{path}: missing {e} (commit record or episode table); {advice}"
+        raise CorruptLogError(msg) from e
+    missing = [n for n in fields if f"data/{n}" not in root]
+    if missing:
+        raise CorruptLogError(f"{path}: missing arrays {['data/' + n for n in missing]}; {advice}")
+    arrays = {n: root[f"data/{n}"] for n in fields}
+    n_steps, n_obs = int(commit["num_steps"]), int(commit["num_obs"])
+    n_eps, op = int(commit["num_episodes"]), commit.get("open_episode")
+    problems = []
+    for n, (shape, dtype) in fields.items():
+        a = arrays[n]
+        if tuple(a.shape[1:]) != tuple(shape) or np.dtype(a.dtype) != np.dtype(dtype):
+            problems.append(f"data/{n} is {a.shape[1:]} {a.dtype}, expected {shape} {dtype}")
+        need = n_obs if n.startswith("obs/") else n_steps
+        if a.shape[0] < need:
+            problems.append(f"data/{n} has {a.shape[0]} rows but {need} are committed")
+    if len(table) < n_eps or ends_arr.shape[0] < n_eps:
+        problems.append(
+            f"{n_eps} episodes are committed but the table has {len(table)} and "
+            f"meta/episode_ends {ends_arr.shape[0]}"
+        )
+    else:
+        table = table[:n_eps]
+        ends = ends_arr[:n_eps]
+        lengths = np.array([e["length"] for e in table], dtype=np.int64)
+        starts = np.array([e["start_step"] for e in table], dtype=np.int64)
+        if not np.array_equal(ends, starts + lengths) or not np.array_equal(
+            starts, np.concatenate([[0], ends])[:-1]
+        ):
+            problems.append("meta/episode_ends disagrees with the episode table")
+        closed_steps = int(ends[-1]) if n_eps else 0
+        expect_start = op["start_step"] if op is not None else n_steps
+        if closed_steps != expect_start:
+            problems.append(f"episodes end at step {closed_steps} but {expect_start} are committed")
+    if problems:
+        raise CorruptLogError(f"{path} is inconsistent: {'; '.join(problems)}; {advice}")
+    return arrays, n_steps, n_obs, table, op

@@ -1,0 +1,90 @@
+"""`robot-rl collect / train / eval` through the real command line (in process)."""
+
+from __future__ import annotations
+
+import json
+
+from robot_rl.cli.main import main
+
+
+def _last_json(capsys) -> dict:
+    out = capsys.readouterr().out.strip().splitlines()
+    return json.loads(out[-1])
+
+
+def test_collect_train_eval(tmp_path, capsys):
+    demos = tmp_path / "demos.zarr"
+    base = ["--task", "reach", "--obs", "state"]
+    assert main(["collect", *base, "--episodes", "2", "--out", str(demos), "--json"]) == 0
+    got = _last_json(capsys)
+    assert got["episodes_written"] == 2 and got["dataset_episodes"] == 2
+
+    # Refuses to overwrite; --append adds.
+    assert main(["collect", *base, "--episodes", "1", "--out", str(demos)]) == 2
+    assert "--append" in capsys.readouterr().err
+    assert (
+        main(["collect", *base, "--episodes", "1", "--out", str(demos), "--append", "--json"]) == 0
+    )
+    assert _last_json(capsys)["dataset_episodes"] == 3
+
+    # Demos recorded with other settings are refused by train.
+    run = tmp_path / "run"
+    args = [
+        "train",
+        *base,
+        "--demos",
+        str(demos),
+        "--run",
+        str(run),
+        "--steps",
+        "40",
+        "--eval-every-steps",
+        "40",
+        "--eval-episodes",
+        "2",
+        "--batch-size",
+        "16",
+        "--no-progress",
+        "--json",
+    ]
+    assert main([*args[:-1], "--control-rotation"]) == 2
+    assert "collected with env settings" in capsys.readouterr().err
+    assert not run.exists() or not (run / "config.json").exists()
+
+    assert main(args) == 0
+    res = _last_json(capsys)
+    assert res["env_steps"] == 40 and res["task"] == "reach"
+    assert res["learning_curve"].endswith("learning_curve.png")
+
+    assert main(args) == 2  # existing run without --resume
+    assert "--resume" in capsys.readouterr().err
+
+    assert main(["eval", "--run", str(run), "--episodes", "3", "--json"]) == 0
+    ev = _last_json(capsys)
+    assert {"task", "episodes", "success_rate", "mean_return", "mean_length"} <= set(ev)
+    assert ev["task"] == "reach" and ev["episodes"] == 3
+
+    video = tmp_path / "eval.mp4"
+    assert (
+        main(
+            [
+                "eval",
+                "--run",
+                str(run),
+                "--episodes",
+                "1",
+                "--video",
+                str(video),
+                "--video-cameras",
+                "front",
+            ]
+        )
+        == 0
+    )
+    assert video.stat().st_size > 0
+    assert "success rate" in capsys.readouterr().out
+
+
+def test_eval_of_a_missing_run_is_a_clear_error(tmp_path, capsys):
+    assert main(["eval", "--run", str(tmp_path / "nope")]) == 2
+    assert "not a run directory" in capsys.readouterr().err

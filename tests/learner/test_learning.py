@@ -1,0 +1,62 @@
+"""Learning on the twin through the CLI layer: state reach (CI) and pick_cube (slow)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from learner_helpers import small_sac
+
+from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.cli.train import TrainCmdConfig, run_train
+
+
+def _learn(tmp_path, env: LearnerEnvConfig, demos: int, steps: int, eval_every: int, **kw):
+    out = tmp_path / "demos.zarr"
+    got = run_collect(CollectConfig(env=env, out=out, episodes=demos), progress=False)
+    assert got["episodes_written"] == demos
+    run = tmp_path / "run"
+    cmd = TrainCmdConfig(
+        run=run,
+        env=env,
+        demos=out,
+        steps=steps,
+        eval_every_steps=eval_every,
+        progress=False,
+        sac=small_sac(),
+        **kw,
+    )
+    res = run_train(cmd)
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
+    return res, evals
+
+
+def test_state_reach_learns_from_a_few_demos(tmp_path):
+    env = LearnerEnvConfig(task="reach", obs="state")
+    res, evals = _learn(
+        tmp_path, env, demos=10, steps=2000, eval_every=500, batch_size=128, eval_episodes=10, utd=2
+    )
+    assert evals[0]["env_steps"] == 0 and evals[0]["success_rate"] <= 0.2, evals
+    assert res["final_eval"]["success_rate"] >= 0.6, evals
+    assert (tmp_path / "run" / "learning_curve.png").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="state pick_cube has not been learned yet: 0.0 eval success after 8k env steps "
+    "(10 demos, UTD 2; also with reward_offset=-1 up to 4.5k); see the stage-2 report",
+    strict=False,
+)
+def test_state_pick_cube_learns(tmp_path):
+    env = LearnerEnvConfig(task="pick_cube", obs="state")
+    res, evals = _learn(
+        tmp_path,
+        env,
+        demos=10,
+        steps=10_000,
+        eval_every=2_000,
+        eval_episodes=10,
+        utd=2,
+        reward_offset=-1.0,
+    )
+    assert max(e["success_rate"] for e in evals) >= 0.6, evals

@@ -1,0 +1,116 @@
+"""The embedded trainer on a foreign gymnasium env: learning, determinism, run-directory rules,
+checkpoint files (safetensors + JSON, no pickle), eval log, plot and tensorboard output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from learner_helpers import PointEnv, sac_factory, small_sac
+
+from robot_rl.learner.checkpoint import latest_checkpoint
+from robot_rl.learner.config import TrainConfig
+from robot_rl.learner.evaluate import ActionMap
+from robot_rl.learner.loop import RunExistsError, Trainer
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(
+        total_env_steps=300,
+        batch_size=32,
+        random_steps=100,
+        learning_starts=64,
+        eval_every_steps=150,
+        eval_episodes=5,
+        progress=False,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _trainer(run_dir, cfg, on_update=None, resume=False, seed=0):
+    return Trainer(
+        PointEnv(),
+        PointEnv(),
+        cfg,
+        sac_factory(small_sac(), seed=seed),
+        run_dir,
+        resume=resume,
+        on_update=on_update,
+    )
+
+
+def test_action_map_round_trip():
+    import gymnasium as gym
+
+    amap = ActionMap(gym.spaces.Box(np.float32([-2.0, 0.0]), np.float32([2.0, 1.0])))
+    a = np.array([0.3, -0.5], np.float32)
+    np.testing.assert_allclose(amap.to_policy(amap.to_env(a)), a, atol=1e-6)
+    np.testing.assert_allclose(amap.to_env(np.array([-1.0, 1.0])), [-2.0, 1.0])
+    with pytest.raises(ValueError, match="finite"):
+        ActionMap(gym.spaces.Box(-np.inf, np.inf, (2,)))
+
+
+def test_foreign_env_learns_and_writes_run_files(tmp_path):
+    run = tmp_path / "run"
+    res = _trainer(run, _cfg(total_env_steps=1000, eval_every_steps=500, batch_size=64)).run()
+    assert res.env_steps == 1000 and res.updates > 900
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
+    assert [e["env_steps"] for e in evals] == [0, 500, 1000]
+    assert evals[-1]["success_rate"] >= 0.8, evals
+    assert evals[-1]["mean_return"] > evals[0]["mean_return"]
+    assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any((run / "tb").iterdir())
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["action_dim"] == 1 and cfg["layout"]["state_dim"] == 2
+    ckpt = latest_checkpoint(run)
+    files = [p.name for p in ckpt.iterdir()]
+    assert files and all(f.endswith((".safetensors", ".json")) for f in files), files
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert state["env_steps"] == 1000 and state["updates"] == res.updates
+
+
+def test_same_seed_same_losses(tmp_path):
+    def losses(run_dir, seed):
+        got = []
+        cfg = _cfg(
+            total_env_steps=100,
+            random_steps=20,
+            learning_starts=40,
+            eval_every_steps=100,
+            eval_episodes=1,
+            seed=seed,
+        )
+        _trainer(run_dir, cfg, on_update=lambda i, m: got.append(m["critic_loss"]), seed=seed).run()
+        return got
+
+    a, b = losses(tmp_path / "a", 0), losses(tmp_path / "b", 0)
+    c = losses(tmp_path / "c", 1)
+    assert len(a) == 61 and a == b
+    assert a != c
+
+
+def test_refuses_existing_run_without_resume(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "something").write_text("x")
+    with pytest.raises(RunExistsError, match="--resume"):
+        _trainer(run, _cfg())
+    assert (run / "something").read_text() == "x"  # untouched
+
+
+def test_resume_missing_run_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        _trainer(tmp_path / "nope", _cfg(), resume=True)
+
+
+def test_resume_after_finish_extends(tmp_path):
+    run = tmp_path / "run"
+    first = _trainer(run, _cfg(total_env_steps=200, eval_every_steps=100, eval_episodes=2)).run()
+    t = _trainer(run, _cfg(total_env_steps=300, eval_every_steps=100, eval_episodes=2), resume=True)
+    t.open()
+    assert t.state.env_steps == 200 and t.state.updates == first.updates
+    assert len(t.online) == 200
+    res = t.run()
+    assert res.env_steps == 300 and res.updates == first.updates + 100

@@ -1,0 +1,104 @@
+"""Crash and resume: `robot-rl train` in a subprocess is SIGKILLed after a checkpoint; resuming
+continues the counters (not from 0), rebuilds the buffer from the log, completes the unfinished
+episode as truncated, and finishes the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.cli.train import TrainCmdConfig, build_trainer
+
+
+def _latest_step(run) -> int:
+    pointer = run / "checkpoints" / "latest.json"
+    if not pointer.exists():
+        return -1
+    try:
+        return int(json.loads(pointer.read_text())["dir"].split("_")[1])
+    except (ValueError, KeyError):
+        return -1
+
+
+def test_sigkill_then_resume(tmp_path):
+    demos = tmp_path / "demos.zarr"
+    run_collect(
+        CollectConfig(env=LearnerEnvConfig(task="reach"), out=demos, episodes=3), progress=False
+    )
+    run = tmp_path / "run"
+    total = 1000
+    argv = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli.main",
+        "train",
+        "--task",
+        "reach",
+        "--obs",
+        "state",
+        "--demos",
+        str(demos),
+        "--run",
+        str(run),
+        "--steps",
+        str(total),
+        "--learning-starts",
+        "64",
+        "--eval-every-steps",
+        "200",
+        "--eval-episodes",
+        "2",
+        "--batch-size",
+        "64",
+        "--no-progress",
+    ]
+    env = dict(os.environ, MUJOCO_GL="osmesa")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while _latest_step(run) < 200 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(1.5)  # let the log run past the checkpoint, usually mid-episode
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ckpt_step = _latest_step(run)
+    assert 200 <= ckpt_step < total
+    ckpt_dir = run / "checkpoints" / f"step_{ckpt_step:010d}"
+    ckpt_state = json.loads((ckpt_dir / "trainer_state.json").read_text())
+    assert ckpt_state["updates"] > 0
+
+    # Refused without --resume.
+    from robot_rl.cli.main import main
+
+    assert main(["train", "--task", "reach", "--run", str(run), "--steps", "10"]) == 2
+
+    trainer, cmd, closers = build_trainer(
+        TrainCmdConfig(run=run, resume=True, steps=total, progress=False)
+    )
+    try:
+        assert cmd.env.task == "reach" and cmd.demos == demos  # from the stored config
+        log = trainer.open()
+        online = [m for m in log.episodes if m.source == "online"]
+        # The episode open at the kill (if any) was completed as truncated, not lost.
+        assert all(m.finished or m.recovered == "truncated" for m in online)
+        logged = sum(m.length for m in online)
+        assert trainer.state.env_steps == logged >= ckpt_state["env_steps"] > 0
+        assert trainer.state.updates == ckpt_state["updates"]
+        assert len(trainer.online) == logged
+        res = trainer.run()
+    finally:
+        for c in closers:
+            c.close()
+    assert res.env_steps == total
+    assert res.updates > ckpt_state["updates"]
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
+    assert evals[-1]["env_steps"] == total
