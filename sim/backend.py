@@ -47,6 +47,10 @@ class TaskInfo:
             (imported lazily, when the task is built).
         expert_class: ``"module:Class"`` of the scripted expert; constructed as
             ``Class(env_cfg, task)``.
+        state_objects: Entries of the task's ``privileged_spec`` that a state-based policy
+            needs besides the robot state (where the object is); ``--obs state`` observes
+            them through ``robot_rl.wrappers.ObjectState``. Empty when the robot state
+            suffices.
     """
 
     description: str
@@ -54,6 +58,7 @@ class TaskInfo:
     max_episode_steps: int
     task_class: str
     expert_class: str
+    state_objects: tuple[str, ...] = ()
 
 
 def _load(path: str) -> Any:
@@ -68,7 +73,7 @@ TASKS: dict[str, TaskInfo] = {
             "the robot. The TCP starts at a random point above the table, pointing down, "
             "gripper open. Success: the cube is held between both finger pads and its bottom "
             "face is at least 5 cm above the table. Failure: the cube leaves the table. "
-            "Dense reward in [0, 1]: reach + grasp + lift (1 on success)."
+            "Dense cost in [-1, 0): reach + grasp + lift - 1 (0 on success, -100 on failure)."
         ),
         default_safety=SafetyConfig(
             workspace_low_m=(0.3, -0.28, 0.015),
@@ -82,6 +87,7 @@ TASKS: dict[str, TaskInfo] = {
         max_episode_steps=100,
         task_class="sim.tasks.pick_cube:PickCubeTask",
         expert_class="sim.experts.pick_cube:PickCubeExpert",
+        state_objects=("cube_pos", "tcp_to_cube"),
     ),
     "peg_insert": TaskInfo(
         description=peg_insert.DESCRIPTION,
@@ -89,6 +95,7 @@ TASKS: dict[str, TaskInfo] = {
         max_episode_steps=peg_insert.MAX_EPISODE_STEPS,
         task_class="sim.tasks.peg_insert:PegInsertTask",
         expert_class="sim.experts.peg_insert:PegInsertExpert",
+        state_objects=("peg_to_hole", "hole_pos"),
     ),
     "reach": TaskInfo(
         description=reach.DESCRIPTION,

@@ -94,3 +94,82 @@ def test_gripper_discretize_keeps_the_gripper_closed():
     _, _, _, truncated, _ = env.step(np.array([0, 0, 0, 0.0]))
     assert truncated  # 6 steps < max_episode_steps: the wrapper's limit
     env.close()
+
+
+# -- ObjectState: the declared door from sim truth into the observation ----------------------
+
+
+def _object_state_env(parts=("cube_pos", "tcp_to_cube")):
+    from robot_rl.wrappers import ObjectState
+
+    env_cfg = EnvConfig(max_episode_steps=20, control_rotation=False)
+    b = make_sim_backend(TASK, SimConfig(cameras=()), env_cfg)
+    base = RobotEnv(b.robot, b.cameras, b.task, b.clock, env_cfg)
+    specs = {p: b.task.privileged_spec[p] for p in parts}
+    return ObjectState(base, specs), b
+
+
+def test_object_state_observes_the_cube_where_it_really_is():
+    env, b = _object_state_env()
+    cube_xy = []
+    for seed in (0, 1, 2):
+        obs, info = env.reset(seed=seed)
+        assert env.observation_space.contains(obs)
+        cube = b.world.data.xpos[b.world.model.body("cube").id]
+        np.testing.assert_allclose(obs[keys.STATE]["cube_pos"], cube, atol=1e-6)
+        tcp = obs[keys.STATE][keys.TCP_POSE][:3]
+        np.testing.assert_allclose(obs[keys.STATE]["tcp_to_cube"], cube - tcp, atol=1e-5)
+        cube_xy.append(obs[keys.STATE]["cube_pos"][:2].copy())
+        obs2, *_ = env.step(np.zeros(4, dtype=np.float32))
+        assert not np.shares_memory(obs[keys.STATE]["cube_pos"], obs2[keys.STATE]["cube_pos"])
+    assert np.ptp(np.array(cube_xy), axis=0).max() > 0.01  # it follows the randomised cube
+    flat = FlattenState(env)
+    obs, _ = flat.reset(seed=3)
+    np.testing.assert_allclose(
+        obs[keys.STATE][flat.slices["cube_pos"]],
+        b.world.data.xpos[b.world.model.body("cube").id],
+        atol=1e-6,
+    )
+    env.close()
+
+
+def test_object_state_rejects_clashes_and_reports_missing_entries():
+    from robot_rl.core.specs import ArraySpec
+    from robot_rl.wrappers import ObjectState, ObjectStateMissingError
+
+    env, b = _object_state_env()
+    with pytest.raises(ValueError, match="clash"):
+        ObjectState(env, {"cube_pos": ArraySpec((3,), "float32")})
+    ghost = ObjectState(env.env, {"ghost_pos": ArraySpec((3,), "float32")})
+    with pytest.raises(ObjectStateMissingError, match="ghost_pos"):
+        ghost.reset(seed=0)
+    env.close()
+
+
+def test_learner_env_state_mode_includes_the_task_object_state():
+    from robot_rl.cli.collect import LearnerEnvConfig
+    from robot_rl.cli.factory import WrapperConfig, make_env_from_setup
+    from sim.backend import TASKS
+
+    setup = LearnerEnvConfig(task="pick_cube", obs="state").env_setup()
+    assert setup.wrappers.object_state == TASKS["pick_cube"].state_objects
+    env, b = make_env_from_setup(setup)
+    obs, _ = env.reset(seed=0)
+    flat = next(e for e in _stack(env) if isinstance(e, FlattenState))
+    assert set(TASKS["pick_cube"].state_objects) <= set(flat.slices)
+    env.close()
+    b.close()
+    assert LearnerEnvConfig(task="pick_cube", obs="pixels").env_setup().wrappers.object_state == ()
+    from dataclasses import replace
+
+    bad = replace(setup, wrappers=WrapperConfig(flatten_state=True, object_state=("nope",)))
+    with pytest.raises(ValueError, match="nope.*not available"):
+        make_env_from_setup(bad)
+
+
+def _stack(env):
+    while True:
+        yield env
+        if not hasattr(env, "env"):
+            return
+        env = env.env

@@ -20,8 +20,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import tyro
 
-from robot_rl.cli.factory import EnvSetup, WrapperConfig
+from robot_rl.cli.factory import EnvSetup, WrapperConfig, check_task
 from robot_rl.core import keys
+from sim.backend import TASKS
 
 ObsMode = Literal["state", "pixels"]
 
@@ -33,7 +34,8 @@ class LearnerEnvConfig:
     task: str = "pick_cube"
     """Task name; ``robot-rl envs`` lists them."""
     obs: ObsMode = "state"
-    """state: the flattened robot state only; pixels: camera images + the robot state."""
+    """state: the robot state + the task's object state (sim truth, e.g. the cube position;
+    see ``robot-rl envs``), flattened; pixels: camera images + the robot state."""
     cameras: tuple[str, ...] = ("front", "wrist")
     """Cameras in the observation with --obs pixels (ignored for state)."""
     image_size: int = 64
@@ -50,14 +52,17 @@ class LearnerEnvConfig:
             raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
 
     def env_setup(self) -> EnvSetup:
-        """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels)."""
+        """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels; the
+        task's object state only for state)."""
+        check_task(self.task)
+        objects = TASKS[self.task].state_objects if self.obs == "state" else ()
         return EnvSetup(
             task=self.task,
             cameras=tuple(self.cameras) if self.obs == "pixels" else (),
             image_size=self.image_size,
             max_episode_steps=self.max_episode_steps,
             control_rotation=self.control_rotation,
-            wrappers=WrapperConfig(flatten_state=True),
+            wrappers=WrapperConfig(flatten_state=True, object_state=tuple(objects)),
         )
 
     def to_json(self) -> dict:

@@ -66,6 +66,7 @@ def list_envs(cfg: EnvsConfig) -> dict:
                         else "[dx, dy, dz, gripper]"
                     ),
                     "privileged_spec": spec_to_json(dict(backend.task.privileged_spec)),
+                    "state_objects": list(info.state_objects),
                     "observation": describe(obs_spec),
                     "action": describe(act_spec),
                 }
@@ -88,6 +89,8 @@ def print_envs(result: dict) -> None:
             f"{t['description']}\n\n"
             f"max_episode_steps: {t['max_episode_steps']}\n"
             f"action {t['action_layout']}: {t['action']}\n"
-            f"observation:\n{t['observation']}"
+            f"observation:\n{t['observation']}\n"
+            f"object state observed by learners with --obs state: "
+            f"{', '.join(t['state_objects']) or 'none (the robot state suffices)'}"
         )
         console.print(Panel(Text(body), title=t["name"], expand=False))

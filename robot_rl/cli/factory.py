@@ -6,6 +6,7 @@ stage). Everything downstream sees the env through gymnasium and robot_rl's Prot
 Composition order (innermost first)::
 
     make_sim_backend(task) -> RobotEnv(robot, cameras, task, clock)
+      -> ObjectState                                  (declared sim object state -> obs)
       -> GripperDiscretize -> RelativeFrame          (action / frame wrappers)
       -> ImageCropResize -> FlattenState -> TimeLimit (observation / episode wrappers)
 
@@ -17,7 +18,7 @@ Importing this module imports MuJoCo: set ``MUJOCO_GL`` first (``robot_rl.cli.ma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -25,6 +26,7 @@ import numpy as np
 
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import SafetyConfig
+from robot_rl.core.specs import ArraySpec
 from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
@@ -52,6 +54,9 @@ class WrapperConfig:
     """Concatenate the named state parts into one float32 vector (obs["state"] is a Box)."""
     time_limit_steps: int | None = None
     """Truncate episodes after this many steps (None: only the env's max_episode_steps)."""
+    object_state: tuple[str, ...] = ()
+    """Entries of the task's privileged sim state to observe as state parts (ObjectState),
+    e.g. ("cube_pos", "tcp_to_cube"); the task's privileged_spec lists what exists."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gripper_threshold < 1.0:
@@ -177,7 +182,16 @@ def make_env(
         raise ValueError(f"obs_cameras {unknown} are not built; add them to sim_cfg.cameras")
     cameras = [c for c in backend.cameras if c.name in names]
     env: gym.Env = RobotEnv(backend.robot, cameras, backend.task, backend.clock, env_cfg)
-    env = apply_wrappers(env, wrappers or WrapperConfig(), has_images=bool(cameras))
+    try:
+        env = apply_wrappers(
+            env,
+            wrappers or WrapperConfig(),
+            has_images=bool(cameras),
+            object_specs=backend.task.privileged_spec,
+        )
+    except BaseException:
+        backend.close()
+        raise
     return env, backend
 
 
@@ -191,8 +205,17 @@ def make_env_from_setup(
     )
 
 
-def apply_wrappers(env: gym.Env, cfg: WrapperConfig, has_images: bool) -> gym.Env:
-    """Stack the wrappers selected in ``cfg`` on ``env`` (see the module docstring's order)."""
+def apply_wrappers(
+    env: gym.Env,
+    cfg: WrapperConfig,
+    has_images: bool,
+    object_specs: Mapping[str, ArraySpec] | None = None,
+) -> gym.Env:
+    """Stack the wrappers selected in ``cfg`` on ``env`` (see the module docstring's order).
+
+    ``object_specs``: the specs of what ``info["privileged"]`` holds (the twin task's
+    ``privileged_spec``), from which ``cfg.object_state`` picks.
+    """
     if cfg == WrapperConfig():
         return env
     try:
@@ -203,6 +226,15 @@ def apply_wrappers(env: gym.Env, cfg: WrapperConfig, has_images: bool) -> gym.En
             "install it with: pip install opencv-python-headless"
         ) from e
 
+    if cfg.object_state:
+        specs = dict(object_specs or {})
+        unknown = [n for n in cfg.object_state if n not in specs]
+        if unknown:
+            raise ValueError(
+                f"object_state {unknown} is not available; this task provides "
+                f"{sorted(specs) or 'no object state'}"
+            )
+        env = w.ObjectState(env, {n: specs[n] for n in cfg.object_state})
     if cfg.gripper_discretize:
         env = w.GripperDiscretize(env, threshold=cfg.gripper_threshold)
     if cfg.relative_frame:

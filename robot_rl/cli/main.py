@@ -12,8 +12,9 @@ variable is already set, :func:`main` sets it to ``osmesa`` (software rendering,
 ``libosmesa6``; 1-3 ms per 128x128 frame on 2 CPU cores) when no display is present, before
 anything imports MuJoCo. EGL is faster on a GPU machine: export ``MUJOCO_GL=egl`` to use it.
 
-Exit codes: 0 success, 2 bad input (unknown task, invalid option; the message says what to
-change), 1 anything else.
+Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
+corrupt dataset or checkpoint; the message says what to change), 1 anything else (a traceback).
+``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
 """
 
 from __future__ import annotations
@@ -47,7 +48,26 @@ def _emit_json(obj: dict) -> None:
 
 def _error(message: str) -> int:
     print(f"robot-rl: error: {message}", file=sys.stderr)
+    if os.environ.get("ROBOT_RL_DEBUG"):
+        import traceback
+
+        traceback.print_exc()
     return 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (options, files, data): exit 2 with their message."""
+    from robot_rl.learner.checkpoint import CheckpointError
+    from robot_rl.replay.schema import CorruptLogError, UnfinishedEpisodeError
+
+    return (
+        ValueError,  # includes UnknownTaskError, SpecError and configs' __post_init__
+        FileExistsError,  # includes RunExistsError
+        FileNotFoundError,  # includes NothingToResumeError
+        CorruptLogError,
+        UnfinishedEpisodeError,
+        CheckpointError,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,8 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(cfg, cls):
             try:
                 result = run(cfg)
-            except (UnknownTaskError, ValueError, FileExistsError, FileNotFoundError) as e:
-                return _error(str(e))
+            except _user_errors() as e:
+                return _error(f"{type(e).__name__}: {e}")
             if cfg.json:
                 _emit_json(result)
             else:

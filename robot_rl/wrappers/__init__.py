@@ -7,12 +7,14 @@ successive observations: whatever they modify is a new array.
 
 Typical stack, innermost first (see ``robot_rl.cli.factory``)::
 
-    RobotEnv -> GripperDiscretize -> RelativeFrame -> ImageCropResize -> FlattenState -> TimeLimit
+    RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> ImageCropResize
+             -> FlattenState -> TimeLimit
 """
 
 from robot_rl.wrappers.flatten_state import FlattenState
 from robot_rl.wrappers.gripper_discretize import GripperDiscretize
 from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, crop_resize
+from robot_rl.wrappers.object_state import ObjectState, ObjectStateMissingError
 from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
 from robot_rl.wrappers.time_limit import TimeLimit
 
@@ -21,6 +23,8 @@ __all__ = [
     "FlattenState",
     "GripperDiscretize",
     "ImageCropResize",
+    "ObjectState",
+    "ObjectStateMissingError",
     "RelativeFrame",
     "TimeLimit",
     "base_to_ee_action",

@@ -44,6 +44,14 @@ from sim.model import MjcfFragment
 from sim.randomization import DomainRandomizer
 from sim.world import SimWorld
 
+FAILURE_REWARD = -100.0
+"""Reward of the step that ends an episode in failure (the object dropped or off the table).
+
+The twin's dense rewards are costs in [-1, 0] with 0 on success (see each task), so that
+finishing sooner is always better than hovering near success. A failure also ends the episode,
+which would stop the cost: so it costs -100, the discounted cost of never succeeding at
+gamma = 0.99 (-1 / (1 - gamma)), and failing on purpose never beats trying."""
+
 
 class SimTask(abc.ABC):
     """A task in the twin; implements :class:`robot_rl.core.protocols.Task` once bound."""

@@ -13,12 +13,15 @@ Success: the peg is inserted, i.e. its bottom is at least ``SUCCESS_DEPTH_M`` be
 top and its axis is inside the opening. Failure: the peg was dropped: not both finger pads touch
 it, and its bottom is not inside the hole.
 
-Reward (dense, in [0, 1]; exactly 1 on success)::
+Reward (dense cost, in [-1, 0); exactly 0 on success, ``FAILURE_REWARD`` (-100) on failure)::
 
     align  = 1 - tanh(|xy(peg tip) - xy(hole)| / 1 cm)
     height = 1 - tanh(max(tip_z - top_z, 0) / 5 cm)        # tip close above the opening
     depth  = clip(insertion_depth / SUCCESS_DEPTH_M, 0, 1)  # only while the tip is in the hole
-    r      = held * (0.25 align + 0.25 height + 0.5 depth)
+    r      = held * (0.25 align + 0.25 height + 0.5 depth) - 1
+
+A cost so that inserting (which ends the episode) beats hovering at the opening; see
+``sim.tasks.base.FAILURE_REWARD`` for why dropping the peg costs -100.
 
 Privileged truth (float32; positions in the robot base (= world) frame, metres): ``tcp_pose``
 (7,), ``peg_pos`` (3,) peg centre, ``peg_quat`` (4,), ``peg_tip_pos`` (3,) centre of the peg's
@@ -44,7 +47,7 @@ from robot_rl.core.specs import ArraySpec
 from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
-from sim.tasks.base import SimTask
+from sim.tasks.base import FAILURE_REWARD, SimTask
 
 PEG_SIDE_M = 0.022
 """Side of the peg's square section, metres."""
@@ -90,8 +93,9 @@ DESCRIPTION = (
     "2.5 cm square, 3.5 cm deep hole of a fixture at a random position and yaw on the table. "
     "The TCP starts pointing down at a random point above the hole region. Success: the peg "
     "bottom is at least 2.5 cm below the fixture top and inside the opening. Failure: the peg "
-    "is no longer held by both finger pads and is not in the hole. Dense reward in [0, 1]: "
-    "held * (xy alignment + height above the opening + insertion depth), 1 on success. "
+    "is no longer held by both finger pads and is not in the hole. Dense cost in [-1, 0): "
+    "held * (xy alignment + height above the opening + insertion depth) - 1, 0 on success, "
+    "-100 on failure. "
     "Contact-rich: forces are bounded by the impedance controller's reference limiting."
 )
 DEFAULT_SAFETY = SafetyConfig(
@@ -269,9 +273,11 @@ class PegInsertTask(SimTask):
         height = 1.0 - float(np.tanh(max(float(local[2]), 0.0) / 0.05))
         depth_frac = float(np.clip(depth / SUCCESS_DEPTH_M, 0.0, 1.0))
         if success:
-            reward = 1.0
+            reward = 0.0
+        elif failure:
+            reward = FAILURE_REWARD
         else:
-            reward = float(held) * (0.25 * align + 0.25 * height + 0.5 * depth_frac)
+            reward = float(held) * (0.25 * align + 0.25 * height + 0.5 * depth_frac) - 1.0
         f32 = np.float32
         privileged = {
             "tcp_pose": w.tcp_pose().astype(f32),

@@ -8,11 +8,15 @@ Success: the cube touches both finger pads (grasped) and its bottom face is at l
 ``LIFT_HEIGHT_M`` above the table top. Failure: the cube left the table (centre below the table
 top or outside its footprint).
 
-Reward (dense, in [0, 1]; exactly 1 on success)::
+Reward (dense cost, in [-1, 0); exactly 0 on success, ``FAILURE_REWARD`` on failure)::
 
     reach = 1 - tanh(10 |tcp - cube|)            # 0..1
     lift  = clip(height_of_bottom / LIFT_HEIGHT_M, 0, 1)
-    r     = 0.3 reach + 0.2 grasped + 0.5 grasped * lift
+    r     = 0.3 reach + 0.2 grasped + 0.5 grasped * lift - 1
+
+A cost rather than a bonus on purpose: with a positive dense reward and termination on success,
+holding the cube just below the lift height would collect more discounted reward than lifting
+it (SAC learned exactly that: hover, never succeed).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from robot_rl.core.specs import ArraySpec
 from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
-from sim.tasks.base import SimTask
+from sim.tasks.base import FAILURE_REWARD, SimTask
 
 CUBE_SIZE_M = 0.04
 CUBE_MASS_KG = 0.08
@@ -112,7 +116,12 @@ class PickCubeTask(SimTask):
         success = grasped and lift >= LIFT_HEIGHT_M and not off_table
         reach = 1.0 - float(np.tanh(10.0 * np.linalg.norm(cube_pos - tcp[:3])))
         lift_frac = float(np.clip(lift / LIFT_HEIGHT_M, 0.0, 1.0))
-        reward = 1.0 if success else 0.3 * reach + 0.2 * grasped + 0.5 * grasped * lift_frac
+        if success:
+            reward = 0.0
+        elif off_table:
+            reward = FAILURE_REWARD
+        else:
+            reward = 0.3 * reach + 0.2 * grasped + 0.5 * grasped * lift_frac - 1.0
         f32 = np.float32
         privileged = {
             "cube_pos": cube_pos.astype(f32),

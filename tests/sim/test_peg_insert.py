@@ -13,6 +13,7 @@ from sim.backend import make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
 from sim.experts.base import Expert
 from sim.experts.peg_insert import PegInsertExpert
+from sim.tasks.base import FAILURE_REWARD
 from sim.tasks.peg_insert import (
     DEFAULT_SAFETY,
     HOLE_DEPTH_M,
@@ -203,7 +204,7 @@ def test_inserted_peg_rests_without_jitter():
         speeds.append(np.linalg.norm(b.world.body_velocity("peg")))
         if trunc:
             break
-    assert info[keys.INFO_SUCCESS] and r == 1.0
+    assert info[keys.INFO_SUCCESS] and r == 0.0
     last = slice(-20, None)
     assert np.ptp(depths[last]) < 2e-4  # no bouncing in the hole
     assert max(speeds[last]) < 1e-3  # m/s and rad/s: at rest
@@ -228,7 +229,7 @@ def test_release_over_the_table_is_a_failure():
             break
     assert term and info[keys.INFO_FAILURE] and not info[keys.INFO_SUCCESS]
     assert info[keys.INFO_PRIVILEGED]["held"][0] == 0.0
-    assert r == 0.0
+    assert r == FAILURE_REWARD
 
 
 def test_success_and_failure_from_peg_placement():
@@ -249,19 +250,19 @@ def test_success_and_failure_from_peg_placement():
 
     # Dropped into the hole, at the bottom: success (inserted), not a failure.
     s = place([0.0, 0.0, -HOLE_DEPTH_M + 1e-4])
-    assert s.success and not s.failure and s.reward == 1.0
+    assert s.success and not s.failure and s.reward == 0.0
     # Just short of the success depth: neither (it is in the hole, not dropped).
     s = place([0.0, 0.0, -SUCCESS_DEPTH_M + 0.003])
     assert not s.success and not s.failure
     # Lying on the fixture top beside the opening, not held: dropped.
     s = place([(HOLE_SIDE_M + PEG_SIDE_M) / 2 + 0.01, 0.0, 1e-4])
-    assert s.failure and not s.success and s.reward == 0.0
+    assert s.failure and not s.success and s.reward == FAILURE_REWARD
 
 
 def test_reward_is_bounded_and_grows_with_insertion():
     env, b = _env()
     info, _, rewards = _run(env, b.make_expert(), seed=4)
     assert info[keys.INFO_SUCCESS]
-    assert np.all((rewards >= 0) & (rewards <= 1))
-    assert rewards[-1] == 1.0
+    assert np.all((rewards >= -1) & (rewards <= 0))
+    assert rewards[-1] == 0.0
     assert rewards[0] < rewards[len(rewards) // 2] < rewards[-1]

@@ -10,6 +10,7 @@ from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
 from sim.experts.base import Expert
+from sim.tasks.base import FAILURE_REWARD
 from sim.tasks.pick_cube import CUBE_SIZE_M, LIFT_HEIGHT_M
 
 
@@ -87,18 +88,18 @@ def test_success_needs_grasp_and_lift_and_failure_when_cube_falls():
     w.set_free_body_pose("cube", frames.pose(tcp[:3] + [0.2, 0, 0], np.array([1.0, 0, 0, 0])))
     w.forward()
     assert not task.evaluate().success
-    # Grasped in the hand, high above the table: success with reward 1.
+    # Grasped in the hand, high above the table: success with reward 0 (the cost stops).
     w.place_in_gripper("cube", frames.pose(np.zeros(3), np.array([1.0, 0, 0, 0])), CUBE_SIZE_M)
     b.clock.tick()
     status = task.evaluate()
     assert status.privileged["grasped"][0] == 1.0
     assert status.privileged["cube_lift_m"][0] >= LIFT_HEIGHT_M
-    assert status.success and status.reward == 1.0
+    assert status.success and status.reward == 0.0
     # Off the table: failure.
     w.set_free_body_pose("cube", frames.pose(np.array([0.5, 0.9, -0.3]), np.array([1.0, 0, 0, 0])))
     w.forward()
     status = task.evaluate()
-    assert status.failure and not status.success
+    assert status.failure and not status.success and status.reward == FAILURE_REWARD
 
 
 def test_reward_is_bounded_and_shaped_by_reach():
@@ -112,8 +113,8 @@ def test_reward_is_bounded_and_shaped_by_reach():
         if term:
             break
     rewards = np.array(rewards)
-    assert np.all((rewards >= 0) & (rewards <= 1))
-    assert rewards[-1] == 1.0 and rewards[0] < rewards[len(rewards) // 2]
+    assert np.all((rewards >= -1) & (rewards <= 0))
+    assert rewards[-1] == 0.0 and rewards[0] < rewards[len(rewards) // 2]
 
 
 def test_task_info_defaults():

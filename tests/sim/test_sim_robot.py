@@ -192,7 +192,7 @@ def test_robot_env_runs_and_observations_share_no_memory(cameras):
     obs1, r, term, trunc, info = env.step(env.action_space.sample())
     obs2, r, term, trunc, info = env.step(np.zeros(7, dtype=np.float32))
     assert env.observation_space.contains(obs2)
-    assert 0.0 <= r <= 1.0
+    assert -1.0 <= r <= 0.0
     for a, c in ((obs1, obs2), (obs0, obs1)):
         for part in a[keys.STATE]:
             assert not np.shares_memory(a[keys.STATE][part], c[keys.STATE][part])
