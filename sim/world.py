@@ -33,6 +33,11 @@ from sim.controller import CartesianImpedanceController, ControllerConfig
 _G = np.array([0.0, 0.0, -9.81])
 
 
+OFFSCREEN_MIN_PX = 480
+"""Smallest offscreen framebuffer side, pixels: out-of-band video cameras (``robot-rl eval
+--video-size``) may be larger than the observation images."""
+
+
 class SimWorld:
     """MuJoCo model + data + controller for one scene.
 
@@ -62,8 +67,10 @@ class SimWorld:
         xml = mdl.build_mjcf(
             fragments,
             sim_hz=sim_cfg.sim_hz,
-            offscreen_width=max(sim_cfg.image_width, 64),
-            offscreen_height=max(sim_cfg.image_height, 64),
+            # Room for out-of-band cameras (videos) up to OFFSCREEN_MIN_PX, whatever the
+            # observation size.
+            offscreen_width=max(sim_cfg.image_width, OFFSCREEN_MIN_PX),
+            offscreen_height=max(sim_cfg.image_height, OFFSCREEN_MIN_PX),
         )
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)

@@ -31,6 +31,9 @@ class EvalCmdConfig:
     """How many episodes (from the first) go into the video."""
     video_cameras: tuple[str, ...] = ("front", "wrist")
     """Cameras shown side by side in the video."""
+    video_size: int = 256
+    """Video camera images are video_size x video_size pixels (rendered out of band, so
+    independent of the policy's --image-size)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -39,6 +42,8 @@ class EvalCmdConfig:
             raise ValueError(f"video {self.video} must end in .mp4")
         if self.video is not None and not self.video_cameras:
             raise ValueError("video needs at least one camera in video_cameras")
+        if not 16 <= self.video_size <= 480:
+            raise ValueError(f"video_size {self.video_size} must be in [16, 480] pixels")
 
 
 def run_eval(cfg: EvalCmdConfig) -> dict:
@@ -63,18 +68,25 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     ckpt = latest_checkpoint(cfg.run)
     if ckpt is None:
         raise FileNotFoundError(f"{cfg.run} has no checkpoint yet (checkpoints/latest.json)")
-    video_cams = tuple(cfg.video_cameras) if cfg.video is not None else ()
-    env, backend = make_env_from_setup(cmd.env.env_setup(), extra_cameras=video_cams)
+    env, backend = make_env_from_setup(cmd.env.env_setup())
     adapter = ObsAdapter(env.observation_space)
     agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
     state = load_checkpoint(ckpt, agent)
     writer, hook, oob = None, None, []
     if cfg.video is not None:
         from robot_rl.cli.video import VideoWriter
+        from sim.camera import SimCamera
 
-        cams = {c.name: c for c in backend.cameras}
-        vcams = [cams[n] for n in video_cams]
-        oob = [c for c in vcams if c.name not in cmd.env.env_setup().cameras]
+        try:
+            vcams = [
+                SimCamera(backend.world, n, cfg.video_size, cfg.video_size)
+                for n in cfg.video_cameras
+            ]
+        except KeyError as e:
+            env.close()
+            backend.close()
+            raise ValueError(f"unknown video camera {e}; the twin has front and wrist") from e
+        oob = vcams
         for c in oob:
             c.connect()
         writer = VideoWriter(cfg.video, fps=cmd.env.env_setup().control_hz)

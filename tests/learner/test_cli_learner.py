@@ -77,11 +77,16 @@ def test_collect_train_eval(tmp_path, capsys):
                 str(video),
                 "--video-cameras",
                 "front",
+                "--video-size",
+                "96",
             ]
         )
         == 0
     )
-    assert video.stat().st_size > 0
+    import imageio.v3 as iio
+
+    frame = iio.imread(video, index=0)  # 96 px camera under a text banner, not the obs size
+    assert frame.shape[1] == 96 and frame.shape[0] > 96 and frame.std() > 5
     assert "success rate" in capsys.readouterr().out
 
 
