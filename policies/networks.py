@@ -15,6 +15,16 @@ from torch import nn
 from policies.encoders import mlp
 
 
+def _params(
+    layer: nn.Module, detach_params: bool, members: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight, bias) of an ensemble layer, optionally detached and/or indexed by members."""
+    w, b = layer.weight, layer.bias
+    if members is not None:
+        w, b = w[members], b[members]
+    return (w.detach(), b.detach()) if detach_params else (w, b)
+
+
 class EnsembleLinear(nn.Module):
     """N independent Linear layers: (N, B, in) -> (N, B, out)."""
 
@@ -26,12 +36,11 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        w, b = (
-            (self.weight.detach(), self.bias.detach())
-            if detach_params
-            else (self.weight, self.bias)
-        )
+    def forward(
+        self, x: torch.Tensor, detach_params: bool = False, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(N', B, in) -> (N', B, out); ``members`` (N',) selects a subset of the N layers."""
+        w, b = _params(self, detach_params, members)
         return torch.baddbmm(b, x, w)
 
 
@@ -43,12 +52,11 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(n, 1, dim))
         self.bias = nn.Parameter(torch.zeros(n, 1, dim))
 
-    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        w, b = (
-            (self.weight.detach(), self.bias.detach())
-            if detach_params
-            else (self.weight, self.bias)
-        )
+    def forward(
+        self, x: torch.Tensor, detach_params: bool = False, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(N', B, D) -> (N', B, D); ``members`` (N',) selects a subset of the N members."""
+        w, b = _params(self, detach_params, members)
         return F.layer_norm(x, x.shape[-1:]) * w + b
 
 
@@ -80,20 +88,23 @@ class CriticEnsemble(nn.Module):
         features: torch.Tensor,
         action: torch.Tensor | None = None,
         detach_params: bool = False,
+        members: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Args: features (B, E); action (B, A) or None (state-only heads, e.g. DQN).
+        """Args: features (B, E); action (B, A) or None (state-only heads, e.g. DQN);
+        members: optional (N',) critic indices to evaluate (default: all N).
 
         Returns:
-            (N, B, out_dim). With ``detach_params`` gradients reach the inputs only.
+            (N', B, out_dim). With ``detach_params`` gradients reach the inputs only.
         """
         x = features if action is None else torch.cat([features, action], dim=-1)  # (B, E+A)
-        x = x.unsqueeze(0).expand(self.num_critics, *x.shape)  # (N, B, E+A)
+        n = self.num_critics if members is None else members.shape[0]
+        x = x.unsqueeze(0).expand(n, *x.shape)  # (N', B, E+A)
         for i, linear in enumerate(self.linears):
-            x = linear(x, detach_params)
+            x = linear(x, detach_params, members)
             if len(self.norms):
-                x = self.norms[i](x, detach_params)
-            x = F.relu(x)
-        return self.out(x, detach_params)
+                x = self.norms[i](x, detach_params, members)
+            x = F.relu(x, inplace=True)  # safe: no backward saves the pre-activation
+        return self.out(x, detach_params, members)
 
 
 class TanhGaussianActor(nn.Module):

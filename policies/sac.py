@@ -94,9 +94,14 @@ class SACAgent:
         critic_params += list(self.critic.parameters())
         if self.gripper_critic is not None:
             critic_params += list(self.gripper_critic.parameters())
-        self.critic_opt = torch.optim.Adam(critic_params, lr=cfg.critic_lr)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr)
+        self.critic_opt = self._adam(critic_params, cfg.critic_lr)
+        self.actor_opt = self._adam(self.actor.parameters(), cfg.actor_lr)
+        self.alpha_opt = self._adam([self.log_alpha], cfg.temperature_lr)
+
+    def _adam(self, params, lr: float) -> torch.optim.Adam:
+        """Adam; the fused kernel (same update rule, one kernel per step) on CPU and CUDA."""
+        fused = True if self.device.type in ("cpu", "cuda") else None
+        return torch.optim.Adam(params, lr=lr, fused=fused)
 
     # ---------------------------------------------------------------- acting
     @torch.no_grad()
@@ -137,6 +142,13 @@ class SACAgent:
         Returns:
             loss (scalar), detached obs features (B, E) for the actor, metrics.
         """
+        loss, z, metrics = self._critic_loss(batch)
+        return loss, z, _to_floats(metrics)
+
+    def _critic_loss(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`critic_loss` with detached 0-d tensor metrics (no host sync per update)."""
         cfg, n = self.cfg, self.cfg.num_critics
         obs = self.encoder.augment(batch.obs, self.gen)
         next_obs = self.encoder.augment(batch.next_obs, self.gen)
@@ -153,9 +165,11 @@ class SACAgent:
         with torch.no_grad():
             z_next = self.encoder(next_obs)  # (B, E), online encoder (DrQ-v2)
             a_next, logp_next = self.actor.sample(z_next, self.gen)
-            q_next = self._q_values(self.critic_target(z_next, a_next))  # (N, B)
             subset = torch.randperm(n, generator=self.gen, device=self.device)[: cfg.num_min_qs]
-            v_next = q_next[subset].min(0).values  # (B,)
+            # only the subset's target critics are evaluated (the min over all N is the same)
+            members = subset if cfg.num_min_qs < n else None
+            q_next = self._q_values(self.critic_target(z_next, a_next, members=members))
+            v_next = q_next.min(0).values  # (B,), q_next (num_min_qs | N, B)
             if cfg.backup_entropy:
                 v_next = v_next - self.alpha * logp_next
             y = reward + cfg.gamma * (1.0 - term) * v_next  # (B,)
@@ -167,13 +181,13 @@ class SACAgent:
             q = self.hl.value(out)
             loss = self.hl.loss(out, y.expand(n, -1)).mean()
         metrics = {
-            "critic_loss": loss.item(),
-            "q_mean": q.mean().item(),
-            "target_q_mean": y.mean().item(),
+            "critic_loss": loss.detach(),
+            "q_mean": q.mean().detach(),
+            "target_q_mean": y.mean(),
         }
         if self.gripper_critic is not None:
             g_loss = self._gripper_loss(batch, z, z_next, reward, term)
-            metrics["gripper_loss"] = g_loss.item()
+            metrics["gripper_loss"] = g_loss.detach()
             loss = loss + g_loss
         return loss, z.detach(), metrics
 
@@ -219,9 +233,8 @@ class SACAgent:
         pairs = [(self.critic, self.critic_target)]
         if self.gripper_critic is not None:
             pairs.append((self.gripper_critic, self.gripper_target))
-        for online, target in pairs:
-            for p, tp in zip(online.parameters(), target.parameters(), strict=True):
-                tp.lerp_(p, self.cfg.tau)
+        for online, target in pairs:  # one multi-tensor kernel per network
+            torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), self.cfg.tau)
 
     def _step(self, opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
         opt.zero_grad(set_to_none=True)
@@ -236,7 +249,7 @@ class SACAgent:
         for m in self.modules().values():
             m.train()
         for _ in range(self.cfg.utd):
-            loss, z, metrics = self.critic_loss(sample())
+            loss, z, metrics = self._critic_loss(sample())
             self._step(self.critic_opt, loss)
             self.polyak_update()
             self.num_critic_updates += 1
@@ -245,11 +258,9 @@ class SACAgent:
         self._step(self.alpha_opt, self.temperature_loss(logp))
         self.num_updates += 1
         metrics.update(
-            actor_loss=a_loss.item(),
-            temperature=self.alpha.item(),
-            entropy=-logp.mean().item(),
+            actor_loss=a_loss.detach(), temperature=self.alpha.detach(), entropy=-logp.mean()
         )
-        return metrics
+        return _to_floats(metrics)
 
     # ---------------------------------------------------------------- state
     def modules(self) -> dict[str, nn.Module]:
@@ -304,3 +315,9 @@ class SACAgent:
         from policies.io import load_agent
 
         load_agent(self, directory)
+
+
+def _to_floats(metrics: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """0-d tensors -> floats with one device-to-host copy."""
+    values = torch.stack(list(metrics.values())).tolist()
+    return dict(zip(metrics, values, strict=True))
