@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install robot_rl into .venv in the repository root. Idempotent; safe to re-run.
 #
-#   bash scripts/install.sh          # runtime, twin, encoders: pip install -e ".[sim,vision]"
-#   bash scripts/install.sh --dev    # plus test tools:         pip install -e ".[sim,vision,dev]"
+#   bash scripts/install.sh          # runtime, twin, encoders, ROS 2, Franka client:
+#                                    #   pip install -e ".[sim,vision,ros,franka]"
+#   bash scripts/install.sh --dev    # plus test tools (".[...,dev]") and the franka-sim venv
+#                                    #   (.venv-franka-sim, scripts/franka_sim_venv.sh)
 #
 # torch: if .venv has no torch yet, torch==$ROBOT_RL_TORCH (default 2.13.0) is installed first,
 # so that the project's open `torch>=2.4` requirement is already satisfied (a bare requirement
@@ -11,6 +13,7 @@
 # System packages (Debian/Ubuntu, installed with apt-get only when missing):
 #   libosmesa6    headless software OpenGL for MuJoCo rendering (MUJOCO_GL=osmesa)
 #   python3-venv  python3 -m venv (Debian's python3 ships without ensurepip)
+#   libusb-1.0-0  needed by pyrealsense2 (RealSense cameras) to import
 # No system ffmpeg is needed: imageio-ffmpeg ships its own binary.
 # apt-get runs as root (or via passwordless sudo); `apt-get update` runs only if an install
 # fails on stale or missing package lists. Without apt-get, missing libraries are reported and
@@ -20,10 +23,11 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="sim,vision"
+EXTRAS="sim,vision,ros,franka"
+DEV=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) EXTRAS="sim,vision,dev" ;;
+    --dev) EXTRAS="sim,vision,ros,franka,dev"; DEV=1 ;;
     -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (use --dev or --help)" >&2; exit 2 ;;
   esac
@@ -39,6 +43,9 @@ have_osmesa() {
   { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libOSMesa\.so'
 }
 have_venv() { "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; }
+have_libusb() {
+  { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libusb-1\.0\.so'
+}
 
 apt_install() {
   # apt_install PKG...: install with apt-get as root or passwordless sudo; 1 if impossible.
@@ -69,6 +76,7 @@ fi
 missing=()
 have_osmesa || missing+=(libosmesa6)
 have_venv || missing+=("python3-venv")
+have_libusb || missing+=("libusb-1.0-0")
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! apt_install "${missing[@]}"; then
     log "could not install ${missing[*]} (no apt-get, or not root and no passwordless sudo)"
@@ -97,5 +105,9 @@ if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
   .venv/bin/python -m pip install --quiet "torch==${ROBOT_RL_TORCH:-2.13.0}"
 fi
 .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
+if [ "$DEV" -eq 1 ]; then
+  log "franka-sim venv for the Franka tests (scripts/franka_sim_venv.sh)"
+  bash scripts/franka_sim_venv.sh >/dev/null
+fi
 log "done: $(.venv/bin/python -c 'import robot_rl, mujoco, torch; print("robot_rl", robot_rl.__version__, "mujoco", mujoco.__version__, "torch", torch.__version__)')"
 log "run: .venv/bin/robot-rl --help"

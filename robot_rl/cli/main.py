@@ -6,6 +6,7 @@ Subcommands:
     collect  record demonstrations (zarr) for training.
     train    train SAC with demo mixing (embedded: one process); checkpoints, resume, plot.
     eval     evaluate a run's latest checkpoint (deterministic policy), optional video.
+    up       start and supervise the ROS 2 nodes of a setup (launch/*.yaml).
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
 variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
@@ -75,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.cli import collect, envs_cmd, eval_cmd, rollout, train
+    from robot_rl.cli import collect, envs_cmd, eval_cmd, rollout, train, up
     from robot_rl.cli.factory import UnknownTaskError
 
     try:
@@ -86,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "collect": collect.CollectConfig,
                 "train": train.TrainCmdConfig,
                 "eval": eval_cmd.EvalCmdConfig,
+                "up": up.UpConfig,
             },
             prog="robot-rl",
             description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
@@ -95,10 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:  # a config's __post_init__ rejected the options
         return _error(str(e))
 
+    if isinstance(cfg, up.UpConfig):
+        try:
+            return up.run_up(cfg)
+        except ValueError as e:  # includes drivers.setup.SetupError
+            return _error(str(e))
+
     if isinstance(cfg, rollout.RolloutConfig):
         try:
             built = rollout.build(cfg)
-        except (UnknownTaskError, ValueError) as e:
+        except (UnknownTaskError, ValueError, TimeoutError) as e:  # TimeoutError: ROS 2 nodes
             return _error(str(e))
         result = rollout.run_rollout(cfg, progress=True, built=built)
         if cfg.json:

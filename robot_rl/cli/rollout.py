@@ -5,6 +5,11 @@ is seeded from ``(seed + i, 1)`` so it is reproducible but not the env's stream.
 counts as a success if the task reported success at any step (with the default
 ``terminate_on_success`` the episode ends there).
 
+ROS 2: ``--setup launch/sim.yaml`` runs the same episodes through RobotEnv over ROS 2
+(:mod:`robot_rl.cli.ros_env`) against the nodes of that setup: already running under
+``robot-rl up``, or started here with ``--launch``. Task, cameras, image size and control rate
+then come from the setup file.
+
 Video: ``--video out.mp4`` records the first ``--video-episodes`` episodes from
 ``--video-cameras`` (built in the twin for the video even when the policy's observation is
 state-only; they are rendered out of band and never enter the observation).
@@ -33,6 +38,10 @@ class RolloutConfig:
 
     env: Annotated[EnvSetup, tyro.conf.OmitArgPrefixes] = field(default_factory=EnvSetup)
     """The env to build."""
+    setup: Path | None = None
+    """Run over ROS 2 against this setup (launch/*.yaml) instead of the in-process twin."""
+    launch: bool = False
+    """With --setup: start the setup's nodes here (else they must run, e.g. `robot-rl up`)."""
     policy: PolicyName = "scripted"
     """scripted (the task's expert), random (uniform in the action space) or zero (no motion)."""
     episodes: int = 10
@@ -57,6 +66,8 @@ class RolloutConfig:
             raise ValueError(f"video {self.video} must end in .mp4")
         if self.video is not None and not self.video_cameras:
             raise ValueError("video needs at least one camera in video_cameras")
+        if self.launch and self.setup is None:
+            raise ValueError("--launch needs --setup launch/<setup>.yaml")
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,22 @@ def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
     """
     from robot_rl.cli.factory import make_env_from_setup
 
+    if cfg.setup is not None:
+        from robot_rl.cli.ros_env import make_ros_env
+
+        env, backend = make_ros_env(
+            cfg.setup,
+            control_rotation=cfg.env.control_rotation,
+            max_episode_steps=cfg.env.max_episode_steps,
+            wrappers=cfg.env.wrappers,
+            launch=cfg.launch,
+        )
+        names = {cam.name for cam in backend.cameras}
+        missing = [c for c in cfg.video_cameras if cfg.video and c not in names]
+        if missing:
+            backend.close()
+            raise ValueError(f"video cameras {missing} are not in the setup {cfg.setup}")
+        return env, backend
     video_cams = cfg.video_cameras if cfg.video is not None else ()
     return make_env_from_setup(cfg.env, extra_cameras=video_cams)
 
@@ -167,7 +194,9 @@ def run_rollout(
     video_cams = cfg.video_cameras if cfg.video is not None else ()
     cams = {c.name: c for c in backend.cameras}
     video_cam_objs = [cams[n] for n in video_cams]
-    out_of_band = [c for c in video_cam_objs if c.name not in cfg.env.cameras]
+    obs_cams = cfg.env.cameras if cfg.setup is None else tuple(cams)
+    out_of_band = [c for c in video_cam_objs if c.name not in obs_cams]
+    task = cfg.env.task if cfg.setup is None else backend.setup.task
     policy = make_policy(cfg.policy, env, backend)
     writer = None
     if cfg.video is not None:
@@ -183,7 +212,7 @@ def run_rollout(
     try:
         for i in range(cfg.episodes):
             record = writer if writer is not None and i < cfg.video_episodes else None
-            ep = _run_episode(env, policy, i, cfg.seed + i, record, video_cam_objs, cfg.env.task)
+            ep = _run_episode(env, policy, i, cfg.seed + i, record, video_cam_objs, task)
             stats.append(ep)
             steps += ep.length
             bar.update(stats)
@@ -196,7 +225,12 @@ def run_rollout(
         env.close()
         backend.close()
     wall_s = time.perf_counter() - t0
-    return _summary(cfg, stats, steps, wall_s, writer.frames if writer else 0)
+    result = _summary(cfg, stats, steps, wall_s, writer.frames if writer else 0)
+    if cfg.setup is not None:
+        s = backend.setup
+        result.update(setup=str(cfg.setup), task=s.task, control_hz=s.control_hz, sim_hz=None)
+        result["cameras"] = [c.name for c in s.cameras]
+    return result
 
 
 def _run_episode(

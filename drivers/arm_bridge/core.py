@@ -1,0 +1,350 @@
+"""ArmBridge: the safety layer between commands from the env and an :class:`ArmBackend`.
+
+Plain Python (no ROS), unit-tested on its own; :mod:`drivers.arm_bridge.node` and
+``sim/ros_node.py`` wrap it. Commands arrive at any rate (:meth:`ArmBridge.submit_target`,
+:meth:`ArmBridge.submit_gripper`); the newest one is executed once per control period
+(:meth:`ArmBridge.tick`), clipped against the pose measured at that tick. So the target is
+never more than ``max_step_m`` / ``max_step_rad`` from where the arm was at the start of the
+period, however fast a publisher floods.
+
+Safety, in order:
+
+1. validation at submit: shape (7,), finite, unit quaternion, optional stamp age. A bad
+   command is rejected (counted, ``last_error`` says why), the pending command is dropped and
+   the arm holds; it is never executed;
+2. at tick: :class:`robot_rl.core.safety.SafetyLayer` (workspace box, orientation cone,
+   per-step limit from the measured pose), counted per limit in ``status()["clipped"]``;
+3. watchdog: no fresh command within ``watchdog_timeout_s`` (in the caller's time base) ->
+   ``backend.hold()`` once, counted; the next valid command resumes motion;
+4. e-stop: hold and refuse every command (counted as rejected) and every reset until
+   :meth:`ArmBridge.clear_error`;
+5. backend error (e.g. a Franka reflex): no command reaches the backend until the error is
+   cleared (by :meth:`ArmBridge.clear_error`, or at tick if ``auto_recover``).
+
+Not thread-safe: the node serialises all calls (one lock around the bridge and the backend).
+Times (``now_s``, stamps) are seconds in one time base chosen by the caller: sim time for the
+twin, ``time.monotonic()`` on hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from drivers.arm_bridge.backend import ArmBackend
+from robot_rl.core.safety import CommandWatchdog, SafetyConfig, SafetyLayer
+from robot_rl.core.types import ArmCommand, UnsafeCommandError
+
+STATES = ("idle", "moving", "holding", "estop", "error")
+"""Values of ``status()["state"]``."""
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """How the bridge treats commands.
+
+    Attributes:
+        safety: Workspace box, orientation cone, per-step limit, watchdog timeout.
+        unit_quat_tol: Largest accepted ``| |q| - 1 |`` of a target quaternion.
+        max_command_age_s: A command whose stamp is older than this at submit time is rejected
+            as stale (None: stamps are not checked, e.g. when the sender's clock differs).
+        auto_recover: At tick, try ``backend.clear_error()`` when the backend reports an error
+            (Franka reflexes); counted in ``status()["recoveries"]``. E-stop is never cleared
+            automatically.
+    """
+
+    safety: SafetyConfig = SafetyConfig()
+    unit_quat_tol: float = 1e-3
+    max_command_age_s: float | None = None
+    auto_recover: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.unit_quat_tol < 0.5:
+            raise ValueError(f"unit_quat_tol {self.unit_quat_tol} must be in (0, 0.5)")
+        if self.max_command_age_s is not None and self.max_command_age_s <= 0:
+            raise ValueError("max_command_age_s must be positive (or None to disable)")
+
+
+class ArmBridge:
+    """Safety between commands and a backend.
+
+    Args:
+        backend: The arm (connected by the caller before the first tick).
+        config: Limits and command checks.
+    """
+
+    def __init__(self, backend: ArmBackend, config: BridgeConfig) -> None:
+        self.backend = backend
+        self.config = config
+        self.safety = SafetyLayer(config.safety)
+        self.watchdog = CommandWatchdog(config.safety.watchdog_timeout_s)
+        self._pending_pose: np.ndarray | None = None
+        self._pending_stamp_s: float | None = None
+        self._gripper = 0.0
+        self._gripper_pending = False
+        self._state = "idle"
+        self._estop = False
+        self._stamp_s = 0.0
+        self.last_command_s: float | None = None
+        """``now_s`` of the last accepted target (None before the first)."""
+        self.last_executed: ArmCommand | None = None
+        """The last command handed to ``backend.command`` (after safety)."""
+        self.watchdog_holds = 0
+        self.rejected = 0
+        self.recoveries = 0
+        self.clipped = {"box": 0, "step": 0, "rotation": 0}
+        self.last_error: str | None = None
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def submit_target(self, pose: np.ndarray, now_s: float, stamp_s: float | None = None) -> bool:
+        """Queue an absolute TCP target (7,) ``[x, y, z, qw, qx, qy, qz]``; executed at the next
+        :meth:`tick`. Newest wins.
+
+        Args:
+            pose: The target in the base frame.
+            now_s: Current time (feeds the watchdog).
+            stamp_s: The command's own stamp, checked against ``max_command_age_s``.
+
+        Returns:
+            True if accepted. False if rejected (e-stop active, or malformed: NaN/inf, wrong
+            shape, non-unit quaternion, stale stamp); a malformed command also drops the pending
+            one and makes the arm hold.
+        """
+        self._stamp_s = now_s
+        if self._estop:
+            return self._refuse("e-stop active: command refused; call clear_error first")
+        try:
+            target = self._validate_pose(pose)
+            if stamp_s is not None and self.config.max_command_age_s is not None:
+                age = now_s - stamp_s
+                if not math.isfinite(age) or age > self.config.max_command_age_s:
+                    raise UnsafeCommandError(
+                        f"stale command: stamp {stamp_s:.3f} s is {age:.3f} s old at "
+                        f"{now_s:.3f} s (limit {self.config.max_command_age_s} s)"
+                    )
+        except UnsafeCommandError as e:
+            return self.reject_malformed(str(e), now_s)
+        self._pending_pose = target
+        self._pending_stamp_s = stamp_s
+        self.last_command_s = now_s
+        self.watchdog.feed(now_s)
+        return True
+
+    def reject_malformed(self, reason: str, now_s: float) -> bool:
+        """Count a malformed command (also one that failed to parse at the node), drop the
+        pending target and hold. Always returns False."""
+        self._stamp_s = now_s
+        self._refuse(reason)
+        self._pending_pose = None
+        if not self._estop:
+            self.backend.hold()
+            if self._state == "moving":
+                self._state = "holding"
+        return False
+
+    def submit_gripper(self, closure: float, now_s: float) -> bool:
+        """Set the gripper closure target in [0, 1] (clipped); sent with the next target, or at
+        the next tick if no target comes.
+
+        Returns:
+            False (rejected, counted) on NaN/inf or during e-stop.
+        """
+        self._stamp_s = now_s
+        if self._estop:
+            return self._refuse("e-stop active: gripper command refused; call clear_error first")
+        if not math.isfinite(closure):
+            return self._refuse(
+                f"gripper command {closure} is not finite; send a closure in [0, 1]"
+            )
+        self._gripper = float(min(max(closure, 0.0), 1.0))
+        self._gripper_pending = True
+        return True
+
+    def _validate_pose(self, pose: np.ndarray) -> np.ndarray:
+        try:
+            target = np.asarray(pose, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise UnsafeCommandError(f"target pose is not numeric: {e}") from e
+        if target.shape != (7,):
+            raise UnsafeCommandError(
+                f"target pose must have shape (7,) [x, y, z, qw, qx, qy, qz], got {target.shape}"
+            )
+        if not np.all(np.isfinite(target)):
+            raise UnsafeCommandError(f"target pose contains NaN or inf: {target}")
+        with np.errstate(over="ignore"):  # 1e300 components: norm inf, rejected below
+            n = float(np.linalg.norm(target[3:7]))
+        if not abs(n - 1.0) <= self.config.unit_quat_tol:
+            raise UnsafeCommandError(
+                f"target quaternion {target[3:7]} has norm {n:.6g}; send a unit quaternion "
+                "(w, x, y, z)"
+            )
+        return target.copy()
+
+    def _refuse(self, reason: str) -> bool:
+        self.rejected += 1
+        self.last_error = reason
+        return False
+
+    # -- control period ---------------------------------------------------------------------
+
+    def tick(self, now_s: float) -> bool:
+        """Run one control period's decisions at ``now_s``: backend error handling, watchdog,
+        then execute the pending command (if any) clipped against the measured pose.
+
+        Returns:
+            True if a command was sent to the backend.
+        """
+        self._stamp_s = now_s
+        if self._estop:
+            return False
+        if self.backend.error is not None:
+            self.last_error = self.backend.error
+            self._state = "error"
+            self._pending_pose = None
+            if not (self.config.auto_recover and self._recover()):
+                return False
+            self._state = "holding"
+        if self.watchdog.expired(now_s):
+            self.watchdog_holds += 1
+            self.watchdog.reset()
+            self._pending_pose = None
+            self.backend.hold()
+            self._state = "holding"
+            return False
+        if self._pending_pose is None and not self._gripper_pending:
+            return False
+        current = self.backend.read_state().tcp_pose
+        if self._pending_pose is None:
+            if self.last_executed is None or self._state != "moving":
+                target = current  # gripper only: keep the arm where it is
+            else:
+                target = self.last_executed.target_pose
+        else:
+            target = self._pending_pose
+        executed, report = self.safety.apply(ArmCommand(target, self._gripper), current)
+        self.clipped["box"] += int(report.workspace_clipped)
+        self.clipped["step"] += int(report.step_clipped)
+        self.clipped["rotation"] += int(report.orientation_clipped)
+        self.backend.command(executed.target_pose, executed.gripper)
+        self.last_executed = executed
+        if self._pending_pose is not None:
+            self._state = "moving"
+        self._pending_pose = None
+        self._gripper_pending = False
+        return True
+
+    @property
+    def has_pending(self) -> bool:
+        """A target is queued for the next tick."""
+        return self._pending_pose is not None
+
+    @property
+    def pending_stamp_s(self) -> float | None:
+        """Stamp of the queued target (None if none or unstamped)."""
+        return self._pending_stamp_s if self._pending_pose is not None else None
+
+    # -- services ---------------------------------------------------------------------------
+
+    def hold(self, now_s: float) -> None:
+        """Stop and hold the current pose until the next valid command."""
+        self._stamp_s = now_s
+        self._pending_pose = None
+        self.watchdog.reset()
+        self.backend.hold()
+        if not self._estop:
+            self._state = "holding"
+
+    def estop(self, now_s: float) -> None:
+        """Hold and refuse every command and reset until :meth:`clear_error`."""
+        self._stamp_s = now_s
+        self._estop = True
+        self._pending_pose = None
+        self._gripper_pending = False
+        self.watchdog.reset()
+        self.backend.hold()
+        self._state = "estop"
+        self.last_error = "e-stop"
+
+    def clear_error(self, now_s: float) -> bool:
+        """Clear the e-stop and any backend error. Nothing queued before is executed.
+
+        Returns:
+            True if the arm may move again (``backend.clear_error()`` succeeded).
+        """
+        self._stamp_s = now_s
+        self._pending_pose = None
+        self._gripper_pending = False
+        self.watchdog.reset()
+        had_error = self.backend.error is not None
+        ok = self._recover() if had_error else bool(self.backend.clear_error())
+        if not ok:
+            self._state = "error"
+            self.last_error = self.backend.error or "backend could not clear its error"
+            return False
+        self._estop = False
+        self.backend.hold()
+        self._state = "idle"
+        self.last_error = None
+        return True
+
+    def _recover(self) -> bool:
+        ok = bool(self.backend.clear_error())
+        if ok and self.backend.error is None:
+            self.recoveries += 1
+            return True
+        return False
+
+    def reset(self, pose: np.ndarray, gripper: float, now_s: float) -> None:
+        """Move to ``pose`` (7,) and the gripper to ``gripper`` (blocking); clears hold.
+
+        Raises:
+            RuntimeError: E-stop active or backend error (clear it first).
+            UnsafeCommandError: ``pose`` is malformed or outside the workspace box / cone.
+        """
+        self._stamp_s = now_s
+        if self._estop or self.backend.error is not None:
+            why = "e-stop is active" if self._estop else f"backend error: {self.backend.error}"
+            raise RuntimeError(f"cannot reset: {why}; call clear_error first")
+        target = self._validate_pose(pose)
+        if not math.isfinite(gripper):
+            raise UnsafeCommandError(f"reset gripper {gripper} is not finite")
+        boxed, report = self.safety.apply(ArmCommand(target, gripper), target)
+        if report.workspace_clipped or report.orientation_clipped:
+            raise UnsafeCommandError(
+                f"reset pose {target} is outside the workspace box or orientation cone; choose "
+                "a pose inside the safety limits"
+            )
+        self._pending_pose = None
+        self._gripper_pending = False
+        self.watchdog.reset()
+        self.backend.move_to(boxed.target_pose, boxed.gripper)
+        self._gripper = boxed.gripper
+        self.last_executed = None
+        self._state = "idle"
+
+    # -- status -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """One of :data:`STATES`."""
+        return self._state
+
+    @property
+    def estopped(self) -> bool:
+        return self._estop
+
+    def status(self) -> dict:
+        """The bridge status JSON object of the contract (plus ``last_command_s``)."""
+        return {
+            "stamp_s": float(self._stamp_s),
+            "state": self._state,
+            "watchdog_holds": self.watchdog_holds,
+            "clipped": dict(self.clipped),
+            "rejected": self.rejected,
+            "last_error": self.last_error,
+            "recoveries": self.recoveries,
+            "last_command_s": self.last_command_s,
+        }

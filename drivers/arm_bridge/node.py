@@ -1,0 +1,360 @@
+"""The arm bridge behind ROS 2: a thin adapter around :class:`drivers.arm_bridge.core.ArmBridge`.
+
+:class:`BridgeInterface` puts the bridge's topics and services (``drivers/CONTRACT.md``) on any
+node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
+:class:`ArmBackend`, and ``sim/ros_node.py`` uses it for the twin.
+
+- subscribes ``target_pose`` (PoseStamped), ``gripper/command`` (Float64), COMMAND QoS;
+  malformed messages (NaN, non-unit quaternion, wrong frame) are logged with the reason,
+  counted in ``status`` (``rejected``) and never executed;
+- publishes ``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench``, ``gripper/state``
+  (SENSOR) and ``status`` (STATUS, JSON);
+- services ``reset`` (parameters ``reset_pose``, ``reset_gripper``), ``hold``, ``estop``,
+  ``clear_error`` (std_srvs/Trigger).
+
+Lifecycle (STYLE.md #13): configure = ``backend.connect()``, activate = allow motion (control
+and state timers run), deactivate = hold (commands refused), cleanup = ``backend.disconnect()``.
+
+Run: ``python -m drivers.arm_bridge.node --backend package.module:factory [--ns arm]`` where
+``factory()`` returns an :class:`ArmBackend` (e.g. the Franka backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from rclpy.callback_groups import CallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, String
+from std_srvs.srv import Trigger
+
+from drivers.arm_bridge.backend import ArmBackend
+from drivers.arm_bridge.core import ArmBridge, BridgeConfig
+from drivers.ros import convert, qos
+from robot_rl.core.safety import SafetyConfig
+from robot_rl.core.types import RobotState, UnsafeCommandError
+
+RESET_POSE_PARAM = "reset_pose"
+RESET_GRIPPER_PARAM = "reset_gripper"
+
+
+class BridgeInterface:
+    """The bridge's topics and services on ``node`` (names relative to its namespace).
+
+    Args:
+        node: The node to create them on.
+        bridge: The bridge core.
+        lock: Serialises every call into ``bridge`` and its backend (shared with whatever steps
+            the backend, e.g. the twin's physics).
+        now_fn: Current time in the bridge's time base (sim time or monotonic), seconds.
+        accepting: Whether commands may be executed now (False: refused and counted, e.g. a
+            lifecycle node that is not active).
+        callback_group: Group for subscriptions and the hold/estop services (default: a
+            reentrant group, so they never wait behind a long service call except on ``lock``).
+        on_change: Called (under ``lock``) after every service call, e.g. to publish state.
+        on_target: Called (under ``lock``) after a target was accepted.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        bridge: ArmBridge,
+        lock: threading.RLock,
+        now_fn: Callable[[], float],
+        accepting: Callable[[], bool] = lambda: True,
+        callback_group: CallbackGroup | None = None,
+        on_change: Callable[[], None] | None = None,
+        on_target: Callable[[], None] | None = None,
+    ) -> None:
+        self.node = node
+        self.bridge = bridge
+        self.lock = lock
+        self.now_fn = now_fn
+        self.accepting = accepting
+        self.on_change = on_change or (lambda: None)
+        self.on_target = on_target or (lambda: None)
+        group = callback_group or ReentrantCallbackGroup()
+        if not node.has_parameter(RESET_POSE_PARAM):
+            node.declare_parameter(RESET_POSE_PARAM, [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0])
+        if not node.has_parameter(RESET_GRIPPER_PARAM):
+            node.declare_parameter(RESET_GRIPPER_PARAM, 0.0)
+        self._pubs = {
+            name: node.create_publisher(t, name, qos.SENSOR)
+            for name, t in (
+                ("joint_states", JointState),
+                ("ee_pose", PoseStamped),
+                ("ee_twist", TwistStamped),
+                ("ee_wrench", WrenchStamped),
+                ("gripper/state", JointState),
+            )
+        }
+        self._status_pub = node.create_publisher(String, "status", qos.STATUS)
+        self._subs = [
+            node.create_subscription(
+                PoseStamped, "target_pose", self._on_target, qos.COMMAND, callback_group=group
+            ),
+            node.create_subscription(
+                Float64, "gripper/command", self._on_gripper, qos.COMMAND, callback_group=group
+            ),
+        ]
+        self._srvs = [
+            node.create_service(Trigger, "reset", self._srv_reset),
+            node.create_service(Trigger, "hold", self._srv_hold, callback_group=group),
+            node.create_service(Trigger, "estop", self._srv_estop, callback_group=group),
+            node.create_service(Trigger, "clear_error", self._srv_clear_error),
+        ]
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def publish_state(self, state: RobotState) -> None:
+        """Publish the five state topics, stamped with ``state.stamp_s``."""
+        for pub, msg in zip(self._pubs.values(), convert.robot_state_to_msgs(state), strict=True):
+            pub.publish(msg)
+
+    def publish_status(self) -> None:
+        """Publish the bridge status JSON."""
+        self._status_pub.publish(String(data=json.dumps(self.bridge.status())))
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def _warn(self, reason: str) -> None:
+        self.node.get_logger().warning(f"rejected: {reason}", throttle_duration_sec=1.0)
+
+    def _on_target(self, msg: PoseStamped) -> None:
+        with self.lock:
+            now = self.now_fn()
+            if not self.accepting():
+                self.bridge.reject_malformed("bridge is not active; command refused", now)
+                self._warn("bridge is not active")
+                return
+            try:
+                pose, stamp_s = convert.msg_to_pose_stamped(
+                    msg, unit_tol=self.bridge.config.unit_quat_tol
+                )
+            except ValueError as e:
+                self.bridge.reject_malformed(f"malformed target_pose: {e}", now)
+                self._warn(f"malformed target_pose: {e}")
+                return
+            if self.bridge.submit_target(pose, now, stamp_s):
+                self.on_target()
+            else:
+                self._warn(str(self.bridge.last_error))
+
+    def _on_gripper(self, msg: Float64) -> None:
+        with self.lock:
+            now = self.now_fn()
+            if not self.accepting():
+                self.bridge.reject_malformed("bridge is not active; command refused", now)
+                return
+            if not self.bridge.submit_gripper(float(msg.data), now):
+                self._warn(str(self.bridge.last_error))
+
+    # -- services ---------------------------------------------------------------------------
+
+    def reset_target(self) -> tuple[np.ndarray, float]:
+        """The ``reset_pose`` (7,) and ``reset_gripper`` parameters."""
+        pose = np.asarray(self.node.get_parameter(RESET_POSE_PARAM).value, dtype=np.float64)
+        gripper = float(self.node.get_parameter(RESET_GRIPPER_PARAM).value)
+        return pose, gripper
+
+    def _srv_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            now = self.now_fn()
+            try:
+                pose, gripper = self.reset_target()
+                if not self.accepting():
+                    raise RuntimeError("bridge is not active")
+                self.bridge.reset(pose, gripper, now)
+            except (RuntimeError, UnsafeCommandError, ValueError) as e:
+                response.success, response.message = False, f"reset failed: {e}"
+                self.node.get_logger().error(response.message)
+                self.publish_status()
+                return response
+            self.on_change()
+            self.publish_status()
+            response.success = True
+            response.message = json.dumps({"stamp_s": self.now_fn()})
+        return response
+
+    def _srv_hold(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            self.bridge.hold(self.now_fn())
+            self.on_change()
+            self.publish_status()
+        response.success, response.message = True, json.dumps({"stamp_s": self.now_fn()})
+        return response
+
+    def _srv_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            self.bridge.estop(self.now_fn())
+            self.node.get_logger().warning("e-stop: holding; call clear_error to resume")
+            self.on_change()
+            self.publish_status()
+        response.success, response.message = True, json.dumps({"stamp_s": self.now_fn()})
+        return response
+
+    def _srv_clear_error(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        with self.lock:
+            ok = self.bridge.clear_error(self.now_fn())
+            self.on_change()
+            self.publish_status()
+            response.success = ok
+            response.message = json.dumps(
+                {"stamp_s": self.now_fn(), "last_error": self.bridge.last_error}
+            )
+        return response
+
+    def destroy(self) -> None:
+        """Remove the topics and services from the node."""
+        for s in self._subs:
+            self.node.destroy_subscription(s)
+        for s in self._srvs:
+            self.node.destroy_service(s)
+        for p in [*self._pubs.values(), self._status_pub]:
+            self.node.destroy_publisher(p)
+
+
+class ArmBridgeNode(LifecycleNode):
+    """Lifecycle node ``arm_bridge`` around an :class:`ArmBridge` and any backend.
+
+    Parameters: ``control_hz`` (bridge tick rate = the env's control rate, default 10),
+    ``state_hz`` (state publishing rate, default 100), ``reset_pose``, ``reset_gripper``.
+    Time base: ``time.monotonic()``.
+
+    Args:
+        backend: The arm.
+        config: Safety limits and command checks.
+        namespace: ROS namespace (``/arm``).
+    """
+
+    def __init__(self, backend: ArmBackend, config: BridgeConfig, namespace: str = "arm") -> None:
+        super().__init__("arm_bridge", namespace=namespace)
+        self.backend = backend
+        self.config = config
+        self.declare_parameter("control_hz", 10.0)
+        self.declare_parameter("state_hz", 100.0)
+        self.lock = threading.RLock()
+        self.bridge: ArmBridge | None = None
+        self.iface: BridgeInterface | None = None
+        self._active = False
+        self._timers: list = []
+
+    @staticmethod
+    def now_s() -> float:
+        return time.monotonic()
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.backend.connect()
+        except Exception as e:  # noqa: BLE001 - any backend failure fails the transition
+            self.get_logger().error(f"backend.connect() failed: {e}")
+            return TransitionCallbackReturn.FAILURE
+        self.bridge = ArmBridge(self.backend, self.config)
+        self.iface = BridgeInterface(
+            self, self.bridge, self.lock, self.now_s, accepting=lambda: self._active
+        )
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        control_hz = float(self.get_parameter("control_hz").value)
+        state_hz = float(self.get_parameter("state_hz").value)
+        self._timers = [
+            self.create_timer(1.0 / control_hz, self._control_tick),
+            self.create_timer(1.0 / state_hz, self._publish_state),
+        ]
+        with self.lock:
+            self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self.lock:
+            self._active = False
+            assert self.bridge is not None
+            self.bridge.hold(self.now_s())
+        self._stop_timers()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _stop_timers(self) -> None:
+        for t in self._timers:
+            self.destroy_timer(t)
+        self._timers = []
+
+    def _teardown(self) -> None:
+        with self.lock:
+            self._active = False
+            if self.bridge is not None:
+                self.bridge.hold(self.now_s())
+        self._stop_timers()
+        if self.iface is not None:
+            self.iface.destroy()
+            self.iface = None
+            self.backend.disconnect()
+        self.bridge = None
+
+    def _control_tick(self) -> None:
+        with self.lock:
+            if self.bridge is None or self.iface is None:
+                return
+            self.bridge.tick(self.now_s())
+            self.iface.publish_status()
+
+    def _publish_state(self) -> None:
+        with self.lock:
+            if self.iface is None:
+                return
+            state = self.backend.read_state()
+        self.iface.publish_state(state)
+
+
+def _load_factory(path: str) -> Callable[[], ArmBackend]:
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"--backend {path!r}: expected 'package.module:factory'")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: build the backend, configure + activate, spin until Ctrl-C / SIGTERM."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", required=True, help="package.module:factory -> ArmBackend")
+    parser.add_argument("--ns", default="arm", help="ROS namespace of the arm")
+    args, ros_args = parser.parse_known_args(argv)
+    rclpy.init(args=ros_args)
+    node = ArmBridgeNode(_load_factory(args.backend)(), BridgeConfig(SafetyConfig()), args.ns)
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        executor.spin()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.trigger_shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""The Franka backend's control law, pure numpy (no libfranka): unit-tested on its own.
+
+Per 1 ms control cycle the backend
+
+1. moves a *reference* towards the latest (already safe) goal with bounded speed and
+   acceleration (:class:`ReferenceTracker`): a step in the goal never becomes a step in force;
+2. computes joint torques from the measured joints with robot_rl's own kinematics:
+   a Cartesian impedance at the TCP plus a null-space posture spring
+   (:func:`cartesian_impedance_torque`), or a joint impedance (:func:`joint_impedance_torque`)
+   for joint moves, plus a soft barrier near the joint limits;
+3. limits the torque per joint and its rate of change (:class:`TorqueRateLimiter`) well inside
+   the FCI's limits (1000 N m/s), so the robot's (and franka-sim's) reflexes never fire on a
+   command of ours.
+
+Gravity is compensated by the robot itself (FCI torque control adds it), so it is not here.
+Frames: everything in the robot base frame; poses ``[x, y, z, qw, qx, qy, qz]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from robot_rl.core import frames
+from robot_rl.core import kinematics as kin
+
+JOINT_LOW = np.asarray(kin.FR3_JOINT_LOW_RAD)
+JOINT_HIGH = np.asarray(kin.FR3_JOINT_HIGH_RAD)
+TORQUE_LIMIT = np.asarray(kin.FR3_TORQUE_LIMIT_NM)
+_T_7_FLANGE = np.eye(4)
+_T_7_FLANGE[2, 3] = kin.FLANGE_D_M
+_T_7_TCP = _T_7_FLANGE @ kin.T_flange_tcp_mat()
+"""(4, 4) constant transform from joint frame 7 to the TCP."""
+
+
+@dataclass(frozen=True)
+class ImpedanceConfig:
+    """Gains and limits of the torque law.
+
+    Attributes:
+        stiffness_trans_n_per_m: Cartesian translational stiffness at the TCP, N/m.
+        stiffness_rot_nm_per_rad: Cartesian rotational stiffness, N m/rad.
+        damping_trans_ns_per_m: Cartesian translational damping, N s/m.
+        damping_rot_nms_per_rad: Cartesian rotational damping, N m s/rad.
+        nullspace_stiffness_nm_per_rad: Posture spring towards ``posture_rad`` in the null space.
+        nullspace_damping_nms_per_rad: Null-space joint damping, N m s/rad.
+        posture_rad: (7,) joint posture the null-space spring pulls towards.
+        joint_stiffness_nm_per_rad: (7,) joint impedance stiffness for joint moves.
+        joint_damping_nms_per_rad: (7,) joint impedance damping for joint moves.
+        limit_margin_rad: The joint-limit barrier acts this close to a limit, rad.
+        limit_stiffness_nm_per_rad: Barrier stiffness inside the margin, N m/rad.
+        torque_fraction: Commanded torques are clipped to this fraction of the FR3 limits.
+        max_torque_rate_nm_per_s: Largest change of a commanded torque, N m/s (FCI: 1000).
+    """
+
+    stiffness_trans_n_per_m: float = 800.0
+    stiffness_rot_nm_per_rad: float = 40.0
+    damping_trans_ns_per_m: float = 60.0
+    damping_rot_nms_per_rad: float = 5.0
+    nullspace_stiffness_nm_per_rad: float = 5.0
+    nullspace_damping_nms_per_rad: float = 1.0
+    posture_rad: tuple[float, ...] = kin.FR3_HOME_RAD
+    joint_stiffness_nm_per_rad: tuple[float, ...] = (600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0)
+    joint_damping_nms_per_rad: tuple[float, ...] = (50.0, 50.0, 50.0, 20.0, 20.0, 20.0, 10.0)
+    limit_margin_rad: float = 0.1
+    limit_stiffness_nm_per_rad: float = 50.0
+    torque_fraction: float = 0.8
+    max_torque_rate_nm_per_s: float = 500.0
+
+    def __post_init__(self) -> None:
+        for name in ("posture_rad", "joint_stiffness_nm_per_rad", "joint_damping_nms_per_rad"):
+            if len(getattr(self, name)) != 7:
+                raise ValueError(f"{name} needs 7 values (one per joint)")
+        if not 0 < self.torque_fraction <= 1:
+            raise ValueError("torque_fraction must be in (0, 1]")
+        if not 0 < self.max_torque_rate_nm_per_s < 1000:
+            raise ValueError("max_torque_rate_nm_per_s must be in (0, 1000) (the FCI limit)")
+
+
+@dataclass(frozen=True)
+class ReferenceLimits:
+    """How fast the reference may move towards the goal.
+
+    Attributes:
+        max_speed_m_s: TCP translational speed, m/s.
+        max_accel_m_s2: TCP translational acceleration, m/s^2.
+        max_rot_speed_rad_s: TCP angular speed, rad/s.
+        max_rot_accel_rad_s2: TCP angular acceleration, rad/s^2.
+        max_joint_speed_rad_s: Joint speed of joint moves (norm over the 7 joints), rad/s.
+        max_joint_accel_rad_s2: Joint acceleration of joint moves (norm), rad/s^2.
+        time_constant_s: Close to the goal the reference approaches it exponentially with this
+            time constant (smoothing), s.
+    """
+
+    max_speed_m_s: float = 0.25
+    max_accel_m_s2: float = 1.0
+    max_rot_speed_rad_s: float = 1.0
+    max_rot_accel_rad_s2: float = 4.0
+    max_joint_speed_rad_s: float = 0.6
+    max_joint_accel_rad_s2: float = 1.5
+    time_constant_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if min(vars(self).values()) <= 0:
+            raise ValueError(f"every reference limit must be positive, got {self}")
+
+
+def rate_limited_velocity(
+    error: np.ndarray,
+    velocity: np.ndarray,
+    dt_s: float,
+    max_speed: float,
+    max_accel: float,
+    time_constant_s: float,
+) -> np.ndarray:
+    """Next velocity of a reference ``error`` away from its goal (vector norms bound it).
+
+    The desired speed is the smallest of the speed limit, the speed from which the reference
+    can still brake to the goal at ``max_accel``, and ``|error| / time_constant_s``; the
+    velocity moves towards it by at most ``max_accel * dt_s``.
+    """
+    dist = float(np.linalg.norm(error))
+    if dist < 1e-12:
+        desired = np.zeros_like(error)
+    else:
+        speed = min(max_speed, np.sqrt(2.0 * max_accel * dist), dist / time_constant_s)
+        desired = error / dist * speed
+    dv = desired - velocity
+    dv_norm = float(np.linalg.norm(dv))
+    if dv_norm > max_accel * dt_s:
+        dv *= max_accel * dt_s / dv_norm
+    return velocity + dv
+
+
+class ReferenceTracker:
+    """A TCP pose reference (and its twist) that follows a goal with bounded speed/accel."""
+
+    def __init__(self, pose: np.ndarray, limits: ReferenceLimits) -> None:
+        self.limits = limits
+        self.pose = np.asarray(pose, dtype=np.float64).copy()
+        self.twist = np.zeros(6)
+
+    def reset(self, pose: np.ndarray) -> None:
+        """Put the reference at ``pose`` (7,) at rest."""
+        self.pose = np.asarray(pose, dtype=np.float64).copy()
+        self.twist = np.zeros(6)
+
+    def step(self, goal: np.ndarray, dt_s: float) -> np.ndarray:
+        """Advance by ``dt_s`` towards ``goal`` (7,); return the new reference pose (7,)."""
+        lim = self.limits
+        v = rate_limited_velocity(
+            goal[:3] - self.pose[:3],
+            self.twist[:3],
+            dt_s,
+            lim.max_speed_m_s,
+            lim.max_accel_m_s2,
+            lim.time_constant_s,
+        )
+        w = rate_limited_velocity(
+            frames.quat_error(goal[3:7], self.pose[3:7]),
+            self.twist[3:],
+            dt_s,
+            lim.max_rot_speed_rad_s,
+            lim.max_rot_accel_rad_s2,
+            lim.time_constant_s,
+        )
+        q = frames.quat_mul(frames.quat_from_rotvec(w * dt_s), self.pose[3:7])
+        self.pose = np.concatenate([self.pose[:3] + v * dt_s, frames.quat_normalize(q)])
+        self.twist = np.concatenate([v, w])
+        return self.pose
+
+    def distance_to(self, goal: np.ndarray) -> tuple[float, float]:
+        """(metres, radians) between the reference and ``goal``."""
+        rot = float(np.linalg.norm(frames.quat_error(goal[3:7], self.pose[3:7])))
+        return float(np.linalg.norm(goal[:3] - self.pose[:3])), rot
+
+
+class JointReferenceTracker:
+    """A joint-position reference that follows a joint goal with bounded speed/accel."""
+
+    def __init__(self, q_rad: np.ndarray, limits: ReferenceLimits) -> None:
+        self.limits = limits
+        self.q = np.asarray(q_rad, dtype=np.float64).copy()
+        self.dq = np.zeros(7)
+
+    def step(self, goal_rad: np.ndarray, dt_s: float) -> np.ndarray:
+        """Advance by ``dt_s`` towards ``goal_rad`` (7,); return the new reference (7,)."""
+        lim = self.limits
+        self.dq = rate_limited_velocity(
+            goal_rad - self.q,
+            self.dq,
+            dt_s,
+            lim.max_joint_speed_rad_s,
+            lim.max_joint_accel_rad_s2,
+            lim.time_constant_s,
+        )
+        self.q = self.q + self.dq * dt_s
+        return self.q
+
+
+def tcp_jacobian(q_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(T_base_tcp (4, 4), J (6, 7))``: geometric Jacobian of the TCP in the base frame.
+
+    Rows 0-2 map joint velocities (rad/s) to the TCP's linear velocity (m/s), rows 3-5 to its
+    angular velocity (rad/s). In the modified DH convention joint ``i`` turns about the z axis
+    of joint frame ``i``.
+    """
+    joint_frames = kin.fk_matrices(q_rad)
+    T_tcp = joint_frames[-1] @ _T_7_TCP
+    origins = np.array([T[:3, 3] for T in joint_frames])  # (7, 3)
+    axes = np.array([T[:3, 2] for T in joint_frames])  # (7, 3)
+    r = T_tcp[:3, 3] - origins  # (7, 3)
+    J = np.empty((6, 7))
+    J[0] = axes[:, 1] * r[:, 2] - axes[:, 2] * r[:, 1]
+    J[1] = axes[:, 2] * r[:, 0] - axes[:, 0] * r[:, 2]
+    J[2] = axes[:, 0] * r[:, 1] - axes[:, 1] * r[:, 0]
+    J[3:] = axes.T
+    return T_tcp, J
+
+
+def limit_barrier_torque(q_rad: np.ndarray, cfg: ImpedanceConfig) -> np.ndarray:
+    """(7,) torque pushing joints out of the ``limit_margin_rad`` band at their limits, N m."""
+    lo = JOINT_LOW + cfg.limit_margin_rad
+    hi = JOINT_HIGH - cfg.limit_margin_rad
+    push = np.where(q_rad < lo, lo - q_rad, 0.0) + np.where(q_rad > hi, hi - q_rad, 0.0)
+    return cfg.limit_stiffness_nm_per_rad * push
+
+
+def cartesian_impedance_torque(
+    q_rad: np.ndarray,
+    dq_rad_s: np.ndarray,
+    ref_pose: np.ndarray,
+    ref_twist: np.ndarray,
+    cfg: ImpedanceConfig,
+) -> np.ndarray:
+    """(7,) joint torques (N m) of a Cartesian impedance holding the TCP at ``ref_pose``.
+
+    ``tau = J^T (-K e - D (J dq - ref_twist)) + N (k_ns (q_posture - q) - d_ns dq) + barrier``,
+    with ``e`` the TCP pose error (position, base-frame rotation vector) and ``N`` the
+    null-space projector ``I - J^T pinv(J)^T``.
+    """
+    T, J = tcp_jacobian(q_rad)
+    quat = frames.mat_to_quat(T[:3, :3])
+    err = np.concatenate([T[:3, 3] - ref_pose[:3], frames.quat_error(quat, ref_pose[3:7])])
+    vel_err = J @ dq_rad_s - ref_twist
+    k = np.repeat([cfg.stiffness_trans_n_per_m, cfg.stiffness_rot_nm_per_rad], 3)
+    d = np.repeat([cfg.damping_trans_ns_per_m, cfg.damping_rot_nms_per_rad], 3)
+    tau_task = J.T @ (-k * err - d * vel_err)
+    # N = I - J^T pinv(J)^T with a damped pseudo-inverse: pinv(J) = J^T (J J^T + l^2 I)^-1.
+    null = np.eye(7) - J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(6), J)
+    posture = np.asarray(cfg.posture_rad)
+    tau_null = null @ (
+        cfg.nullspace_stiffness_nm_per_rad * (posture - q_rad)
+        - cfg.nullspace_damping_nms_per_rad * dq_rad_s
+    )
+    return tau_task + tau_null + limit_barrier_torque(q_rad, cfg)
+
+
+def joint_impedance_torque(
+    q_rad: np.ndarray,
+    dq_rad_s: np.ndarray,
+    ref_q_rad: np.ndarray,
+    ref_dq_rad_s: np.ndarray,
+    cfg: ImpedanceConfig,
+) -> np.ndarray:
+    """(7,) joint torques (N m) of a joint impedance holding ``ref_q_rad``."""
+    k = np.asarray(cfg.joint_stiffness_nm_per_rad)
+    d = np.asarray(cfg.joint_damping_nms_per_rad)
+    return (
+        k * (ref_q_rad - q_rad) + d * (ref_dq_rad_s - dq_rad_s) + limit_barrier_torque(q_rad, cfg)
+    )
+
+
+class TorqueRateLimiter:
+    """Clips torques to ``torque_fraction`` of the FR3 limits and their rate of change."""
+
+    def __init__(self, cfg: ImpedanceConfig) -> None:
+        self.cfg = cfg
+        self.last = np.zeros(7)
+
+    def reset(self, tau_nm: np.ndarray | None = None) -> None:
+        """Restart from ``tau_nm`` (default zero: a fresh torque-control session)."""
+        self.last = np.zeros(7) if tau_nm is None else np.asarray(tau_nm, dtype=np.float64).copy()
+
+    def __call__(self, tau_nm: np.ndarray, dt_s: float) -> np.ndarray:
+        """Limited torques (7,) for a command ``dt_s`` after the previous one."""
+        limit = self.cfg.torque_fraction * TORQUE_LIMIT
+        step = self.cfg.max_torque_rate_nm_per_s * dt_s
+        tau = np.clip(np.clip(tau_nm, -limit, limit), self.last - step, self.last + step)
+        self.last = tau
+        return tau
+
+
+def ee_frame_error(q_rad: np.ndarray, O_T_EE_colmajor: np.ndarray) -> tuple[float, float]:
+    """(metres, radians) between ``fk_tcp(q)`` and the robot's reported ``O_T_EE``.
+
+    ``O_T_EE_colmajor`` is the (16,) column-major matrix of the FCI state. On a real FR3 the
+    reported frame is the end effector configured in Desk (Franka Hand: the TCP between the
+    fingertips); in franka-sim it is the TCP of our model (:mod:`drivers.franka.sim_mjcf`).
+    """
+    T_robot = np.asarray(O_T_EE_colmajor, dtype=np.float64).reshape(4, 4).T
+    T_ours = frames.pose_to_mat(kin.fk_tcp(q_rad))
+    dpos = float(np.linalg.norm(T_robot[:3, 3] - T_ours[:3, 3]))
+    dR = T_ours[:3, :3].T @ T_robot[:3, :3]
+    angle = float(np.arccos(np.clip((np.trace(dR) - 1.0) / 2.0, -1.0, 1.0)))
+    return dpos, angle

@@ -1,0 +1,333 @@
+"""Conversions between robot_rl values and ROS 2 messages (the only place that does them).
+
+Quaternion order: robot_rl poses are ``[x, y, z, qw, qx, qy, qz]`` (scalar first);
+``geometry_msgs/Quaternion`` is ``(x, y, z, w)``. :func:`pose_to_msg` and :func:`msg_to_pose`
+are the only functions that touch that order (``drivers/CONTRACT.md``).
+
+Every ``msg_to_*`` function validates and raises :class:`ValueError` with a message that says
+what is wrong (NaN, non-unit quaternion, wrong frame, wrong encoding/step/size), so that a node
+can log the reason and count the rejection instead of executing a malformed message.
+
+Times: ``builtin_interfaces/Time`` <-> float seconds (:func:`time_to_msg`, :func:`msg_to_time`).
+Stamps carry the reading's time base unchanged (sim time for the twin, monotonic on hardware).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Pose, PoseStamped, TwistStamped, WrenchStamped
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header
+
+from robot_rl.core.types import RobotState
+
+BASE_FRAME = "base"
+"""``header.frame_id`` of poses, twists and wrenches (robot base frame)."""
+
+ARM_JOINT_NAMES = tuple(f"joint{i}" for i in range(1, 8))
+"""Names in ``joint_states`` (7 arm joints)."""
+
+GRIPPER_JOINT_NAME = "gripper"
+"""The one joint in ``gripper/state`` (position = closure 0..1)."""
+
+RGB8 = "rgb8"
+"""The only image encoding of the contract."""
+
+UNIT_QUAT_TOL = 1e-3
+"""Largest accepted ``| |q| - 1 |`` of a received quaternion."""
+
+
+# -- time --------------------------------------------------------------------------------------
+
+
+def time_to_msg(stamp_s: float) -> Time:
+    """Float seconds (>= 0) -> ``builtin_interfaces/Time`` (nanosecond resolution)."""
+    if not math.isfinite(stamp_s) or stamp_s < 0:
+        raise ValueError(f"stamp {stamp_s} s must be finite and >= 0")
+    ns = round(stamp_s * 1e9)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def msg_to_time(msg: Time) -> float:
+    """``builtin_interfaces/Time`` -> float seconds."""
+    return msg.sec + msg.nanosec * 1e-9
+
+
+def header(stamp_s: float, frame_id: str = BASE_FRAME) -> Header:
+    """A ``std_msgs/Header`` with the stamp in seconds and the frame."""
+    return Header(stamp=time_to_msg(stamp_s), frame_id=frame_id)
+
+
+# -- poses -------------------------------------------------------------------------------------
+
+
+def _finite(values: np.ndarray, what: str) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what} contains NaN or inf: {a}")
+    return a
+
+
+def pose_to_msg(pose: np.ndarray) -> Pose:
+    """robot_rl pose (7,) ``[x, y, z, qw, qx, qy, qz]`` -> ``geometry_msgs/Pose``.
+
+    Raises:
+        ValueError: Wrong shape or non-finite values.
+    """
+    p = np.asarray(pose, dtype=np.float64)
+    if p.shape != (7,):
+        raise ValueError(f"pose must have shape (7,) [x, y, z, qw, qx, qy, qz], got {p.shape}")
+    _finite(p, "pose")
+    msg = Pose()
+    msg.position.x, msg.position.y, msg.position.z = (float(v) for v in p[:3])
+    msg.orientation.w, msg.orientation.x, msg.orientation.y, msg.orientation.z = (
+        float(v) for v in p[3:7]
+    )
+    return msg
+
+
+def msg_to_pose(msg: Pose, unit_tol: float = UNIT_QUAT_TOL) -> np.ndarray:
+    """``geometry_msgs/Pose`` -> robot_rl pose (7,) ``[x, y, z, qw, qx, qy, qz]``.
+
+    The quaternion must be unit norm within ``unit_tol``; it is then renormalised exactly (sign
+    kept). A non-unit quaternion is rejected, not normalised: it means the sender mixed up the
+    field order or sent garbage.
+
+    Raises:
+        ValueError: NaN/inf, or a quaternion whose norm is off 1 by more than ``unit_tol``.
+    """
+    p, q = msg.position, msg.orientation
+    pose = _finite([p.x, p.y, p.z, q.w, q.x, q.y, q.z], "pose")
+    n = float(np.linalg.norm(pose[3:7]))
+    if abs(n - 1.0) > unit_tol:
+        raise ValueError(
+            f"pose quaternion (x={q.x}, y={q.y}, z={q.z}, w={q.w}) has norm {n:.6g}; send a unit "
+            f"quaternion (tolerance {unit_tol})"
+        )
+    pose[3:7] /= n
+    return pose
+
+
+def pose_stamped_to_msg(
+    pose: np.ndarray, stamp_s: float, frame_id: str = BASE_FRAME
+) -> PoseStamped:
+    """robot_rl pose (7,) + stamp -> ``geometry_msgs/PoseStamped``."""
+    return PoseStamped(header=header(stamp_s, frame_id), pose=pose_to_msg(pose))
+
+
+def msg_to_pose_stamped(
+    msg: PoseStamped, frame_id: str = BASE_FRAME, unit_tol: float = UNIT_QUAT_TOL
+) -> tuple[np.ndarray, float]:
+    """``geometry_msgs/PoseStamped`` -> (pose (7,), stamp_s), checking the frame.
+
+    Raises:
+        ValueError: ``header.frame_id`` is not ``frame_id``, or the pose is malformed.
+    """
+    _check_frame(msg.header, frame_id)
+    return msg_to_pose(msg.pose, unit_tol), msg_to_time(msg.header.stamp)
+
+
+def _check_frame(h: Header, frame_id: str) -> None:
+    if h.frame_id != frame_id:
+        raise ValueError(f"header.frame_id is {h.frame_id!r}; expected {frame_id!r}")
+
+
+# -- twist, wrench -----------------------------------------------------------------------------
+
+
+def twist_stamped_to_msg(
+    twist: np.ndarray, stamp_s: float, frame_id: str = BASE_FRAME
+) -> TwistStamped:
+    """(6,) ``[v (m/s), w (rad/s)]`` -> ``geometry_msgs/TwistStamped``."""
+    t = _vec6(twist, "twist")
+    msg = TwistStamped(header=header(stamp_s, frame_id))
+    msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = t[:3]
+    msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = t[3:]
+    return msg
+
+
+def msg_to_twist(msg: TwistStamped, frame_id: str | None = BASE_FRAME) -> tuple[np.ndarray, float]:
+    """``geometry_msgs/TwistStamped`` -> ((6,) ``[v, w]``, stamp_s); ``frame_id=None`` skips the
+    frame check (teleop twists are unit-less device readings)."""
+    if frame_id is not None:
+        _check_frame(msg.header, frame_id)
+    lin, ang = msg.twist.linear, msg.twist.angular
+    t = _finite([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z], "twist")
+    return t, msg_to_time(msg.header.stamp)
+
+
+def wrench_stamped_to_msg(
+    wrench: np.ndarray, stamp_s: float, frame_id: str = BASE_FRAME
+) -> WrenchStamped:
+    """(6,) ``[f (N), tau (N m)]`` -> ``geometry_msgs/WrenchStamped``."""
+    w = _vec6(wrench, "wrench")
+    msg = WrenchStamped(header=header(stamp_s, frame_id))
+    msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = w[:3]
+    msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = w[3:]
+    return msg
+
+
+def msg_to_wrench(msg: WrenchStamped, frame_id: str = BASE_FRAME) -> tuple[np.ndarray, float]:
+    """``geometry_msgs/WrenchStamped`` -> ((6,) ``[f, tau]``, stamp_s)."""
+    _check_frame(msg.header, frame_id)
+    f, t = msg.wrench.force, msg.wrench.torque
+    return _finite([f.x, f.y, f.z, t.x, t.y, t.z], "wrench"), msg_to_time(msg.header.stamp)
+
+
+def _vec6(values: np.ndarray, what: str) -> list[float]:
+    a = np.asarray(values, dtype=np.float64)
+    if a.shape != (6,):
+        raise ValueError(f"{what} must have shape (6,), got {a.shape}")
+    return [float(v) for v in _finite(a, what)]
+
+
+# -- joint states ------------------------------------------------------------------------------
+
+
+def joint_state_to_msg(
+    names: tuple[str, ...], position: np.ndarray, velocity: np.ndarray | None, stamp_s: float
+) -> JointState:
+    """Joint names + positions (+ velocities) -> ``sensor_msgs/JointState`` (no frame)."""
+    pos = np.asarray(position, dtype=np.float64).reshape(-1)
+    if pos.shape != (len(names),):
+        raise ValueError(f"{len(names)} joint names but position has shape {pos.shape}")
+    msg = JointState(header=header(stamp_s, ""), name=list(names))
+    msg.position = [float(v) for v in pos]
+    if velocity is not None:
+        vel = np.asarray(velocity, dtype=np.float64).reshape(-1)
+        if vel.shape != pos.shape:
+            raise ValueError(f"velocity shape {vel.shape} != position shape {pos.shape}")
+        msg.velocity = [float(v) for v in vel]
+    return msg
+
+
+def msg_to_joint_state(
+    msg: JointState, names: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """``sensor_msgs/JointState`` -> (position, velocity (zeros if absent), stamp_s), reordered
+    to ``names``.
+
+    Raises:
+        ValueError: A name is missing, or lengths do not match, or values are not finite.
+    """
+    got = list(msg.name)
+    missing = [n for n in names if n not in got]
+    if missing or len(msg.position) != len(got):
+        raise ValueError(
+            f"joint state names {got} with {len(msg.position)} positions; expected names "
+            f"{list(names)} with one position each"
+        )
+    idx = [got.index(n) for n in names]
+    pos = _finite(np.asarray(msg.position, dtype=np.float64)[idx], "joint position")
+    if len(msg.velocity) == len(got):
+        vel = _finite(np.asarray(msg.velocity, dtype=np.float64)[idx], "joint velocity")
+    elif len(msg.velocity) == 0:
+        vel = np.zeros(len(names))
+    else:
+        raise ValueError(f"{len(msg.velocity)} joint velocities for {len(got)} joints")
+    return pos, vel, msg_to_time(msg.header.stamp)
+
+
+# -- RobotState --------------------------------------------------------------------------------
+
+
+def robot_state_to_msgs(
+    state: RobotState,
+) -> tuple[JointState, PoseStamped, TwistStamped, WrenchStamped, JointState]:
+    """:class:`RobotState` -> (``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench``,
+    ``gripper/state``), all stamped with ``state.stamp_s``."""
+    s = state.stamp_s
+    return (
+        joint_state_to_msg(ARM_JOINT_NAMES, state.joint_pos, state.joint_vel, s),
+        pose_stamped_to_msg(state.tcp_pose, s),
+        twist_stamped_to_msg(state.tcp_vel, s),
+        wrench_stamped_to_msg(state.tcp_wrench, s),
+        joint_state_to_msg((GRIPPER_JOINT_NAME,), np.array([state.gripper_pos]), None, s),
+    )
+
+
+def msgs_to_robot_state(
+    joints: JointState,
+    ee_pose: PoseStamped,
+    ee_twist: TwistStamped,
+    ee_wrench: WrenchStamped,
+    gripper: JointState,
+) -> RobotState:
+    """The five state messages -> :class:`RobotState`, stamped with ``ee_pose``'s stamp.
+
+    Does not check that the stamps agree (the env side decides its synchronisation policy);
+    use :func:`stamps_of` for that.
+
+    Raises:
+        ValueError: Any message is malformed.
+    """
+    q, dq, _ = msg_to_joint_state(joints, ARM_JOINT_NAMES)
+    pose, stamp_s = msg_to_pose_stamped(ee_pose)
+    twist, _ = msg_to_twist(ee_twist)
+    wrench, _ = msg_to_wrench(ee_wrench)
+    g, _, _ = msg_to_joint_state(gripper, (GRIPPER_JOINT_NAME,))
+    return RobotState(
+        stamp_s=stamp_s,
+        tcp_pose=pose,
+        tcp_vel=twist,
+        tcp_wrench=wrench,
+        gripper_pos=float(np.clip(g[0], 0.0, 1.0)),
+        joint_pos=q,
+        joint_vel=dq,
+    )
+
+
+def stamps_of(*msgs: object) -> list[float]:
+    """``header.stamp`` of each message, seconds."""
+    return [msg_to_time(m.header.stamp) for m in msgs]  # type: ignore[attr-defined]
+
+
+# -- images ------------------------------------------------------------------------------------
+
+
+def image_to_msg(image: np.ndarray, stamp_s: float, frame_id: str) -> Image:
+    """(H, W, 3) uint8 RGB -> ``sensor_msgs/Image`` (``rgb8``, row-major, step = 3 W).
+
+    Raises:
+        ValueError: Not an (H, W, 3) uint8 array.
+    """
+    a = np.asarray(image)
+    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+        raise ValueError(f"image must be (H, W, 3) uint8 RGB, got {a.shape} {a.dtype}")
+    h, w = a.shape[:2]
+    msg = Image(header=header(stamp_s, frame_id), height=h, width=w, encoding=RGB8)
+    msg.is_bigendian = 0
+    msg.step = 3 * w
+    msg.data = np.ascontiguousarray(a).tobytes()
+    return msg
+
+
+def msg_to_image(msg: Image) -> tuple[np.ndarray, float]:
+    """``sensor_msgs/Image`` -> ((H, W, 3) uint8 RGB, a fresh array; stamp_s).
+
+    Raises:
+        ValueError: Encoding is not ``rgb8``, ``step`` is not ``3 * width``, or the data size is
+            not ``height * step``.
+    """
+    if msg.encoding != RGB8:
+        raise ValueError(
+            f"image encoding is {msg.encoding!r}; only {RGB8!r} is supported (convert at the "
+            "camera node)"
+        )
+    h, w = int(msg.height), int(msg.width)
+    if h <= 0 or w <= 0:
+        raise ValueError(f"image size {h}x{w} must be positive")
+    if msg.step != 3 * w:
+        raise ValueError(
+            f"image step is {msg.step}; rgb8 without padding needs 3 * width = {3 * w}"
+        )
+    data = msg.data
+    if len(data) != h * msg.step:
+        raise ValueError(
+            f"image data has {len(data)} bytes; expected height * step = {h * msg.step}"
+        )
+    image = np.frombuffer(data, dtype=np.uint8).reshape(h, w, 3).copy()
+    return image, msg_to_time(msg.header.stamp)

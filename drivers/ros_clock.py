@@ -1,0 +1,117 @@
+"""Clocks for RobotEnv over ROS 2 (:class:`robot_rl.core.protocols.Clock`).
+
+- :class:`RosLockstepClock` (twin in ``lockstep`` mode, tests): ``tick()`` calls ``sim/step``,
+  which advances physics by one control period, publishes every topic for the new time and
+  answers ``{"stamp_s": t}``; the clock then waits until every synced stream of the session
+  (robot state parts, camera images, task status) has delivered its message stamped ``t``.
+  ``now_s()`` is ``t``. ``reset()`` waits the same way for the messages of the last reset.
+  A stream that does not deliver raises :class:`StaleSensorError` naming it.
+- Real time: pace with :class:`robot_rl.core.clock.RateClock`. On hardware its monotonic
+  ``now_s()`` is the stamps' time base. The twin in ``realtime`` mode stamps with sim time, so
+  :class:`StreamTimeClock` estimates the robot's current time from the newest message instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from drivers.ros_session import RosSession
+from robot_rl.core.clock import RateClock
+
+
+class RosLockstepClock:
+    """Lockstep: one ``tick()`` is one ``sim/step`` of the twin. See the module docstring.
+
+    Args:
+        session: The session whose synced streams must catch up after each step.
+        control_hz: Control rate; must match the twin's control period.
+        step_timeout_s: Timeout of one ``sim/step`` call, seconds.
+        sync_timeout_s: How long to wait for the streams after a step or reset, seconds.
+    """
+
+    def __init__(
+        self,
+        session: RosSession,
+        control_hz: float,
+        step_timeout_s: float = 10.0,
+        sync_timeout_s: float = 5.0,
+    ) -> None:
+        if control_hz <= 0:
+            raise ValueError(f"control_hz must be positive, got {control_hz}")
+        self.session = session
+        self.period_s = 1.0 / control_hz
+        self.overruns = 0
+        self.ticks = 0
+        self.step_timeout_s = step_timeout_s
+        self.sync_timeout_s = sync_timeout_s
+        self._last_step_s: float | None = None
+
+    def now_s(self) -> float:
+        """Robot (sim) time of the last step or reset answer, seconds (0 before any)."""
+        t = self.session.robot_time_s
+        return 0.0 if t is None else t
+
+    def reset(self) -> None:
+        """Wait for every synced stream's message of the last reset; zero the counters."""
+        self.session.wait_synced(self.sync_timeout_s, "reset")
+        self.overruns = 0
+        self.ticks = 0
+        self._last_step_s = None
+
+    def tick(self) -> None:
+        """Step the twin one control period and wait for every stream's new messages.
+
+        Raises:
+            RosTimeoutError: ``sim/step`` did not answer (twin stopped?).
+            ValueError: The step did not advance time by one control period (the twin runs
+                at another control rate, or in real-time mode).
+            StaleSensorError: A stream did not deliver the new time's message.
+        """
+        before = self.session.robot_time_s
+        self.session.timed_trigger("sim/step", self.step_timeout_s)
+        after = self.session.robot_time_s
+        assert after is not None
+        if before is not None and abs((after - before) - self.period_s) > 1e-6:
+            raise ValueError(
+                f"sim/step advanced time from {before:.6f} s to {after:.6f} s, not by the env's "
+                f"control period {self.period_s:g} s: start the twin in lockstep mode with the "
+                "same control rate as the env"
+            )
+        self.session.wait_synced(self.sync_timeout_s, "sim/step")
+        self.ticks += 1
+
+
+class StreamTimeClock(RateClock):
+    """Real-time pacing on the wall clock, ``now_s()`` in the robot's stamp time base.
+
+    ``now_s()`` = the stamp of the most recently received message among the session's synced
+    streams plus the wall time elapsed since it arrived (the most recent arrival, not the
+    largest stamp: the twin's time restarts at a scene reset). For the twin in ``realtime``
+    mode (sim-time stamps) this is the twin's current time; if every publisher stops, it keeps
+    growing, so the env sees the readings age and raises a stale-data error.
+
+    Args:
+        session: Session whose synced streams define the time base.
+        hz: Control rate.
+        monotonic: Wall-clock source (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        session: RosSession,
+        hz: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(hz, now_fn=monotonic)
+        self.session = session
+        self._mono = monotonic
+
+    def now_s(self) -> float:
+        """Estimated robot time, seconds (0 before any message)."""
+        with self.session.cond:
+            got = [s for s in self.session.synced if s.stamp_s is not None and s.received_at_s]
+            if not got:
+                return 0.0
+            newest = max(got, key=lambda s: s.received_at_s or 0.0)
+            return float(newest.stamp_s + (self._mono() - newest.received_at_s))

@@ -1,0 +1,341 @@
+"""RosSession: one private rclpy context, node and executor thread for the env side.
+
+:class:`drivers.ros_robot.RosRobot`, :class:`drivers.ros_camera.RosCamera`,
+:class:`drivers.ros_task.RosTwinTask` and :class:`drivers.ros_clock.RosLockstepClock` of one
+arm namespace share one session: their subscriptions feed :class:`Latest` slots (newest message,
+its stamp and a receive counter), and :meth:`RosSession.wait_until` blocks the env thread on a
+condition over those slots, signalled by every callback. Service calls and parameter updates
+are synchronous with a timeout and raise :class:`RosTimeoutError` naming the service.
+
+The context is private (``rclpy.Context``), so a session never touches rclpy's global default
+context and several sessions (or tests) can coexist in one process. The ROS environment
+(``ROS_DOMAIN_ID`` ...) is read from ``os.environ`` at :meth:`RosSession.start`, unless a
+``domain_id`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+
+T = TypeVar("T")
+
+
+class RosTimeoutError(TimeoutError):
+    """A service did not answer (or a message did not arrive) in time; the message names it."""
+
+
+@dataclass
+class Latest(Generic[T]):
+    """The newest decoded message of one topic.
+
+    Attributes:
+        topic: Fully qualified topic name (for messages).
+        value: Decoded value of the newest valid message (None before the first).
+        stamp_s: Its ``header.stamp`` in seconds (None before the first).
+        count: Valid messages received so far.
+        received_at_s: ``time.monotonic()`` when the newest valid message arrived.
+        rejected: Malformed messages dropped so far.
+        last_error: Why the last malformed message was dropped.
+    """
+
+    topic: str
+    value: T | None = None
+    stamp_s: float | None = None
+    count: int = 0
+    received_at_s: float | None = None
+    rejected: int = 0
+    last_error: str | None = None
+
+    def describe_missing(self) -> str:
+        """Why there is no value: never received, or only malformed messages."""
+        if self.rejected:
+            return (
+                f"no valid message on {self.topic}; {self.rejected} malformed message(s) dropped, "
+                f"last: {self.last_error}"
+            )
+        return f"no message on {self.topic} yet; is its publisher running (same ROS_DOMAIN_ID)?"
+
+
+class RosSession:
+    """A private rclpy node for one arm namespace, spun in a background thread.
+
+    Args:
+        namespace: Arm namespace without slashes (topics ``/<namespace>/...``).
+        node_name: Name of the env-side node.
+        domain_id: ``ROS_DOMAIN_ID`` (None: from the environment).
+    """
+
+    def __init__(
+        self, namespace: str = "arm", node_name: str = "robot_rl_env", domain_id: int | None = None
+    ) -> None:
+        self.namespace = namespace.strip("/")
+        self.node_name = node_name
+        self.domain_id = domain_id
+        self.cond = threading.Condition()
+        """Notified after every message and every completed service call."""
+        self._context: Context | None = None
+        self._node: Node | None = None
+        self._executor: SingleThreadedExecutor | None = None
+        self._thread: threading.Thread | None = None
+        self._clients: dict[tuple[type, str], Any] = {}
+        self._lock = threading.Lock()
+        self.synced: list[Latest] = []
+        """Streams that must catch up with :attr:`robot_time_s` after a reset or a lockstep
+        step (state parts, camera images, task status); components register theirs."""
+        self.robot_time_s: float | None = None
+        """The robot-side time of the last time-setting service answer (``reset``,
+        ``task/reset``, ``sim/step``): their responses carry ``{"stamp_s": ...}``."""
+        self.robot_call_started_s: float = 0.0
+        """``time.monotonic()`` when that service call began."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        return self._node is not None
+
+    def start(self) -> None:
+        """Create the context, node and executor thread (idempotent)."""
+        with self._lock:
+            if self._node is not None:
+                return
+            ctx = Context()
+            kwargs = {} if self.domain_id is None else {"domain_id": self.domain_id}
+            rclpy.init(context=ctx, **kwargs)
+            node = rclpy.create_node(self.node_name, namespace="/" + self.namespace, context=ctx)
+            executor = SingleThreadedExecutor(context=ctx)
+            executor.add_node(node)
+            self._context, self._node, self._executor = ctx, node, executor
+            self._thread = threading.Thread(target=self._spin, name="ros-session", daemon=True)
+            self._thread.start()
+
+    def _spin(self) -> None:
+        assert self._executor is not None
+        try:
+            self._executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    def close(self) -> None:
+        """Stop the executor thread and destroy the node and context (idempotent)."""
+        with self._lock:
+            if self._node is None:
+                return
+            assert self._executor is not None and self._context is not None
+            self._executor.shutdown(timeout_sec=2.0)
+            self._node.destroy_node()
+            if self._context.ok():
+                rclpy.shutdown(context=self._context)
+            if self._thread is not None:
+                self._thread.join(timeout=2.0)
+            self._node = self._executor = self._context = self._thread = None
+            self._clients.clear()
+
+    @property
+    def node(self) -> Node:
+        """The node (starts the session on first use)."""
+        self.start()
+        assert self._node is not None
+        return self._node
+
+    def topic(self, name: str) -> str:
+        """Fully qualified name of ``name`` in this namespace."""
+        return f"/{self.namespace}/{name}"
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        name: str,
+        msg_type: type,
+        qos: QoSProfile,
+        decode: Callable[[Any], tuple[T, float]],
+    ) -> tuple[Latest[T], Any]:
+        """Keep the newest decoded message of topic ``name`` (relative to the namespace).
+
+        ``decode(msg) -> (value, stamp_s)`` raises ValueError on a malformed message, which is
+        then counted in ``Latest.rejected`` and never replaces a valid value.
+
+        Returns:
+            ``(latest, subscription)``; destroy the subscription with :meth:`unsubscribe`.
+        """
+        slot: Latest[T] = Latest(topic=self.topic(name))
+
+        def callback(msg: Any) -> None:
+            try:
+                value, stamp_s = decode(msg)
+            except (ValueError, TypeError) as e:
+                with self.cond:
+                    slot.rejected += 1
+                    slot.last_error = str(e)
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                slot.value, slot.stamp_s = value, stamp_s
+                slot.count += 1
+                slot.received_at_s = time.monotonic()
+                self.cond.notify_all()
+
+        sub = self.node.create_subscription(msg_type, name, callback, qos)
+        return slot, sub
+
+    def unsubscribe(self, sub: Any) -> None:
+        if self._node is not None and sub is not None:
+            self._node.destroy_subscription(sub)
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Block until ``predicate()`` (evaluated under :attr:`cond`) is True; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.cond.wait(min(remaining, 0.1))
+        return True
+
+    # -- services ------------------------------------------------------------------------------
+
+    def call(self, srv_type: type, name: str, request: Any, timeout_s: float) -> Any:
+        """Call service ``name`` (relative to the namespace, or absolute) and wait for the answer.
+
+        Raises:
+            RosTimeoutError: The service is not available or did not answer within
+                ``timeout_s`` (each).
+        """
+        key = (srv_type, name)
+        client = self._clients.get(key)
+        if client is None:
+            client = self.node.create_client(srv_type, name)
+            self._clients[key] = client
+        full = name if name.startswith("/") else self.topic(name)
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise RosTimeoutError(
+                f"service {full} is not available after {timeout_s:g} s; is the node that serves "
+                "it running (same ROS_DOMAIN_ID, `robot-rl up` setup)?"
+            )
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout_s):
+            client.remove_pending_request(future)
+            raise RosTimeoutError(
+                f"service {full} did not answer within {timeout_s:g} s; is its node stopped or "
+                "overloaded?"
+            )
+        exc = future.exception()
+        if exc is not None:
+            raise RuntimeError(f"service {full} failed: {exc}") from exc
+        return future.result()
+
+    def trigger(self, name: str, timeout_s: float) -> dict:
+        """Call a ``std_srvs/Trigger`` service; return its message parsed as JSON (or {}).
+
+        Raises:
+            RuntimeError: The service answered ``success=False`` (its message says why).
+            RosTimeoutError: See :meth:`call`.
+        """
+        from std_srvs.srv import Trigger
+
+        resp = self.call(Trigger, name, Trigger.Request(), timeout_s)
+        if not resp.success:
+            raise RuntimeError(f"{self.topic(name)} refused: {resp.message}")
+        try:
+            data = json.loads(resp.message) if resp.message else {}
+        except json.JSONDecodeError:
+            return {"message": resp.message}
+        return data if isinstance(data, dict) else {"message": data}
+
+    def timed_trigger(self, name: str, timeout_s: float) -> dict:
+        """:meth:`trigger` for a service whose answer carries ``{"stamp_s": float}``; records it
+        in :attr:`robot_time_s` (and the call's start in :attr:`robot_call_started_s`).
+
+        Raises:
+            ValueError: The answer has no finite ``stamp_s``.
+        """
+        started = time.monotonic()
+        data = self.trigger(name, timeout_s)
+        stamp = data.get("stamp_s")
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp:
+            raise ValueError(
+                f"{self.topic(name)} answered {data!r}; expected JSON with a numeric 'stamp_s' "
+                "(drivers/CONTRACT.md)"
+            )
+        with self.cond:
+            self.robot_time_s = float(stamp)
+            self.robot_call_started_s = started
+        return data
+
+    def caught_up(self) -> list[Latest]:
+        """Synced streams without a message stamped :attr:`robot_time_s` that arrived after
+        the last time-setting call began (call under :attr:`cond`)."""
+        t = self.robot_time_s
+        return [
+            s
+            for s in self.synced
+            if t is None
+            or s.stamp_s is None
+            or abs(s.stamp_s - t) > 1e-6
+            or (s.received_at_s or 0.0) < self.robot_call_started_s
+        ]
+
+    def wait_synced(self, timeout_s: float, what: str) -> None:
+        """Wait until every synced stream has a message for :attr:`robot_time_s`.
+
+        Raises:
+            StaleSensorError: Some stream did not deliver in time (names them).
+        """
+        from robot_rl.core.types import StaleSensorError
+
+        if self.wait_until(lambda: not self.caught_up(), timeout_s):
+            return
+        with self.cond:
+            late = [
+                f"{s.topic} (newest stamp {s.stamp_s})"
+                if s.value is not None
+                else s.describe_missing()
+                for s in self.caught_up()
+            ]
+        raise StaleSensorError(
+            f"after {what} at robot time {self.robot_time_s} s, no message for that time within "
+            f"{timeout_s:g} s on: {'; '.join(late)}"
+        )
+
+    def set_parameters(self, node: str, values: Mapping[str, Any], timeout_s: float) -> None:
+        """Set parameters of node ``/<namespace>/<node>`` (standard SetParameters service).
+
+        Raises:
+            RuntimeError: The node rejected a parameter (its reason is in the message).
+            RosTimeoutError: See :meth:`call`.
+        """
+        from rcl_interfaces.srv import SetParameters
+
+        params = [Parameter(k, value=_param_value(v)).to_parameter_msg() for k, v in values.items()]
+        req = SetParameters.Request(parameters=params)
+        resp = self.call(SetParameters, f"{node}/set_parameters", req, timeout_s)
+        for (key, _), result in zip(values.items(), resp.results, strict=True):
+            if not result.successful:
+                raise RuntimeError(
+                    f"node {self.topic(node)} rejected parameter {key!r}: {result.reason}"
+                )
+
+
+def _param_value(v: Any) -> Any:
+    """Numpy values -> plain Python for rclpy's Parameter (lists of floats stay lists)."""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [float(x) for x in v]
+    return v

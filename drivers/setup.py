@@ -1,0 +1,440 @@
+"""Declarative robot setups (``launch/*.yaml``): which nodes run, and what the env connects to.
+
+One YAML file describes one setup and is read by three consumers:
+
+- ``robot-rl up <setup.yaml>`` starts and supervises every node as a plain process;
+- ``launch/sim.launch.py`` does the same with ROS 2 launch (for users with a full ROS 2);
+- the env composition (``robot_rl.cli.ros_env``) builds a RobotEnv over the ROS 2 topics of
+  ``namespace`` with the listed ``cameras``.
+
+Schema (unknown keys are errors; every error names the file and the offending key)::
+
+    name: sim                      # free text, shown by `up`
+    namespace: arm                 # ROS 2 namespace of the arm (no slashes)
+    robot: twin                    # twin (task/status + sim/step exist) or hardware
+    task: pick_cube                # task name (the twin's task; free text on hardware)
+    clock: realtime                # realtime | lockstep (lockstep needs robot: twin)
+    control_hz: 10.0               # env control rate
+    max_state_age_s: 0.2           # optional: env staleness limits
+    max_image_age_s: 0.2
+    cameras:                       # cameras in the observation, in this order
+      - {name: front, height: 128, width: 128}
+    safety: {...}                  # optional SafetyConfig fields: the env's local copy of the
+                                   # bridge's limits (reporting only; the bridge enforces)
+    nodes:
+      - name: twin                 # unique; log file <name>.log
+        module: sim.ros_node       # run as `python -m <module>`
+        args: [--ns, "${namespace}", --mode, "${clock}"]
+        parameters: {robot_ip: 127.0.0.1}   # appended as `--ros-args -p k:=v`
+        env: {FR3_MJCF: /path}     # extra environment variables
+        restart: {policy: on-failure, max_restarts: 3, backoff_s: 1.0}   # or never
+        required: true             # the setup is down if this node is down for good
+        terminal: false            # reads the supervisor's terminal (keyboard teleop); one node
+
+``${namespace}``, ``${task}``, ``${clock}`` and ``${control_hz}`` in ``args`` and
+``parameters`` are replaced by the top-level values (one source of truth).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from robot_rl.core.safety import SafetyConfig
+
+RESTART_POLICIES = ("never", "on-failure")
+CLOCKS = ("realtime", "lockstep")
+ROBOTS = ("twin", "hardware")
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_VAR_RE = re.compile(r"\$\{([^}]*)\}")
+Scalar = bool | int | float | str
+
+
+class SetupError(ValueError):
+    """A setup file is malformed; the message names the file, the key and what to change."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """What the supervisor does when a node exits.
+
+    Attributes:
+        policy: ``never`` (an exit is final) or ``on-failure`` (restart after a non-zero exit
+            or a death by signal, up to ``max_restarts`` times).
+        max_restarts: Restarts allowed over the node's life (``on-failure`` only).
+        backoff_s: Wait before each restart, seconds.
+    """
+
+    policy: str = "never"
+    max_restarts: int = 3
+    backoff_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.policy not in RESTART_POLICIES:
+            raise ValueError(f"policy {self.policy!r} must be one of {', '.join(RESTART_POLICIES)}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        if self.backoff_s < 0:
+            raise ValueError(f"backoff_s must be >= 0, got {self.backoff_s}")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One process of a setup.
+
+    Attributes:
+        name: Unique node name in the setup (letters, digits, underscores); names its log file.
+        module: Python module run as ``python -m <module>``.
+        args: Command-line arguments (after substitution of ``${...}`` variables).
+        parameters: ROS 2 parameters, passed as ``--ros-args -p name:=value``.
+        env: Extra environment variables for this process.
+        restart: Restart policy.
+        required: If True the whole setup shuts down when this node is down for good.
+        terminal: The node reads keys from the supervisor's terminal (stdin is inherited);
+            at most one node per setup. Other nodes get no stdin.
+    """
+
+    name: str
+    module: str
+    args: tuple[str, ...] = ()
+    parameters: tuple[tuple[str, Scalar | tuple[Scalar, ...]], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    required: bool = True
+    terminal: bool = False
+
+    def command(self, python: str = sys.executable) -> list[str]:
+        """The argv that starts this node."""
+        argv = [python, "-m", self.module, *self.args]
+        if self.parameters:
+            argv.append("--ros-args")
+            for key, value in self.parameters:
+                argv += ["-p", f"{key}:={_param_text(value)}"]
+        return argv
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """A camera in the env's observation.
+
+    Attributes:
+        name: Camera name; topics ``<namespace>/<name>/image_raw``.
+        height: Image height, pixels (frames of another size are an error).
+        width: Image width, pixels.
+    """
+
+    name: str
+    height: int
+    width: int
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A parsed, validated setup file (see the module docstring).
+
+    Attributes:
+        name: Display name.
+        namespace: ROS 2 namespace of the arm, without slashes.
+        robot: ``twin`` (the MuJoCo twin behind ROS 2) or ``hardware``.
+        task: Task name.
+        clock: ``realtime`` or ``lockstep``.
+        control_hz: Env control rate.
+        max_state_age_s: Env staleness limit for the robot state.
+        max_image_age_s: Env staleness limit for camera frames.
+        cameras: Cameras in the observation.
+        safety: The env's local copy of the bridge's limits (None: the task's default).
+        nodes: Processes to run.
+        source: File the setup came from (for messages).
+    """
+
+    name: str
+    namespace: str
+    robot: str
+    task: str
+    clock: str
+    control_hz: float
+    max_state_age_s: float
+    max_image_age_s: float
+    cameras: tuple[CameraSpec, ...]
+    safety: SafetyConfig | None
+    nodes: tuple[NodeSpec, ...]
+    source: str = "<setup>"
+
+    def node(self, name: str) -> NodeSpec:
+        """The node called ``name``."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"{self.source}: no node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+
+def load_setup(path: str | Path) -> Setup:
+    """Read and validate a setup YAML file.
+
+    Raises:
+        SetupError: The file is missing, not YAML, or breaks the schema.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SetupError(f"setup file {p} does not exist; see launch/README.md")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise SetupError(f"{p}: not valid YAML: {e}") from e
+    return parse_setup(raw, source=str(p))
+
+
+def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
+    """Validate a setup given as plain data (the parsed YAML). See :func:`load_setup`."""
+    where = _Where(source)
+    top = where.mapping(raw, "")
+    allowed = {
+        "name",
+        "namespace",
+        "robot",
+        "task",
+        "clock",
+        "control_hz",
+        "max_state_age_s",
+        "max_image_age_s",
+        "cameras",
+        "safety",
+        "nodes",
+    }
+    where.no_unknown(top, allowed, "")
+    namespace = where.get(top, "namespace", str, "", default="arm")
+    if not _NAME_RE.match(namespace):
+        where.fail("namespace", f"{namespace!r} must be a plain name like 'arm' (no slashes)")
+    robot = where.choice(top, "robot", ROBOTS, "", default="twin")
+    clock = where.choice(top, "clock", CLOCKS, "", default="realtime")
+    if clock == "lockstep" and robot != "twin":
+        where.fail("clock", "lockstep needs robot: twin (hardware runs in real time)")
+    task = where.get(top, "task", str, "")
+    control_hz = float(where.get(top, "control_hz", (int, float), "", default=10.0))
+    if control_hz <= 0:
+        where.fail("control_hz", f"must be positive, got {control_hz}")
+    ages = {}
+    for key in ("max_state_age_s", "max_image_age_s"):
+        ages[key] = float(where.get(top, key, (int, float), "", default=0.2))
+        if ages[key] <= 0:
+            where.fail(key, f"must be positive, got {ages[key]}")
+    variables = {
+        "namespace": namespace,
+        "task": task,
+        "clock": clock,
+        "control_hz": f"{control_hz:g}",
+    }
+    cameras = tuple(
+        _parse_camera(where, c, f"cameras[{i}]")
+        for i, c in enumerate(where.get(top, "cameras", list, "", default=[]))
+    )
+    cam_names = [c.name for c in cameras]
+    if len(set(cam_names)) != len(cam_names):
+        where.fail("cameras", f"camera names must be unique, got {cam_names}")
+    safety = _parse_safety(where, top.get("safety"))
+    raw_nodes = where.get(top, "nodes", list, "")
+    if not raw_nodes:
+        where.fail("nodes", "list at least one node")
+    nodes = tuple(_parse_node(where, n, f"nodes[{i}]", variables) for i, n in enumerate(raw_nodes))
+    terminals = [n.name for n in nodes if n.terminal]
+    if len(terminals) > 1:
+        where.fail("nodes", f"only one node may read the terminal; terminal: true on {terminals}")
+    names = [n.name for n in nodes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        where.fail("nodes", f"node names must be unique; repeated: {dupes}")
+    return Setup(
+        name=where.get(top, "name", str, "", default=Path(source).stem),
+        namespace=namespace,
+        robot=robot,
+        task=task,
+        clock=clock,
+        control_hz=control_hz,
+        max_state_age_s=ages["max_state_age_s"],
+        max_image_age_s=ages["max_image_age_s"],
+        cameras=cameras,
+        safety=safety,
+        nodes=nodes,
+        source=source,
+    )
+
+
+# -- internals --------------------------------------------------------------------------------
+
+
+class _Where:
+    """Error messages that name the file and the key path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, message: str) -> None:
+        raise SetupError(f"{self.source}: {key or 'top level'}: {message}")
+
+    def mapping(self, value: Any, key: str) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, f"expected a mapping (key: value), got {type(value).__name__}")
+        return value
+
+    def no_unknown(self, m: Mapping, allowed: set[str], prefix: str) -> None:
+        unknown = sorted(str(k) for k in m if k not in allowed)
+        if unknown:
+            self.fail(prefix, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+    def get(self, m: Mapping, key: str, types, prefix: str, default: Any = ...) -> Any:
+        path = f"{prefix}.{key}" if prefix else key
+        if key not in m or m[key] is None:
+            if default is ...:
+                self.fail(path, "missing (required)")
+            return default
+        value = m[key]
+        types_t = types if isinstance(types, tuple) else (types,)
+        if isinstance(value, bool) and bool not in types_t:
+            self.fail(path, f"expected {_type_names(types_t)}, got a boolean")
+        if not isinstance(value, types_t):
+            self.fail(path, f"expected {_type_names(types_t)}, got {type(value).__name__}")
+        return value
+
+    def choice(self, m: Mapping, key: str, choices, prefix: str, default: str) -> str:
+        value = self.get(m, key, str, prefix, default=default)
+        if value not in choices:
+            path = f"{prefix}.{key}" if prefix else key
+            self.fail(path, f"{value!r} must be one of {', '.join(choices)}")
+        return value
+
+
+def _type_names(types: tuple) -> str:
+    return " or ".join(
+        {int: "an integer", float: "a number", str: "a string"}.get(t, t.__name__) for t in types
+    )
+
+
+def _parse_camera(where: _Where, raw: Any, key: str) -> CameraSpec:
+    m = where.mapping(raw, key)
+    where.no_unknown(m, {"name", "height", "width"}, key)
+    name = where.get(m, "name", str, key)
+    if not _NAME_RE.match(name):
+        where.fail(f"{key}.name", f"{name!r} must be letters, digits and underscores")
+    h = where.get(m, "height", int, key)
+    w = where.get(m, "width", int, key)
+    if not (16 <= h <= 4096 and 16 <= w <= 4096):
+        where.fail(key, f"height and width must be in [16, 4096] pixels, got {h} x {w}")
+    return CameraSpec(name=name, height=h, width=w)
+
+
+def _parse_safety(where: _Where, raw: Any) -> SafetyConfig | None:
+    if raw is None:
+        return None
+    m = where.mapping(raw, "safety")
+    allowed = {f.name for f in fields(SafetyConfig)}
+    where.no_unknown(m, allowed, "safety")
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
+    try:
+        return SafetyConfig(**kwargs)
+    except (TypeError, ValueError) as e:
+        where.fail("safety", str(e))
+    raise AssertionError("unreachable")
+
+
+def _substitute(where: _Where, value: Any, key: str, variables: Mapping[str, str]) -> Any:
+    if not isinstance(value, str):
+        return value
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1)
+        if name not in variables:
+            where.fail(key, f"unknown variable ${{{name}}}; known: {sorted(variables)}")
+        return variables[name]
+
+    return _VAR_RE.sub(repl, value)
+
+
+def _parse_node(where: _Where, raw: Any, key: str, variables: Mapping[str, str]) -> NodeSpec:
+    m = where.mapping(raw, key)
+    where.no_unknown(
+        m, {"name", "module", "args", "parameters", "env", "restart", "required", "terminal"}, key
+    )
+    name = where.get(m, "name", str, key)
+    if not _NAME_RE.match(name):
+        where.fail(f"{key}.name", f"{name!r} must be letters, digits and underscores")
+    key = f"{key} ({name})"
+    module = where.get(m, "module", str, key)
+    if not _MODULE_RE.match(module):
+        where.fail(f"{key}.module", f"{module!r} must be a dotted Python module name")
+    args = []
+    for i, a in enumerate(where.get(m, "args", list, key, default=[])):
+        if isinstance(a, bool) or not isinstance(a, (str, int, float)):
+            where.fail(f"{key}.args[{i}]", f"expected a string or number, got {a!r}")
+        args.append(str(_substitute(where, a, f"{key}.args[{i}]", variables)))
+    params = []
+    for pname, pval in where.get(m, "parameters", dict, key, default={}).items():
+        pkey = f"{key}.parameters.{pname}"
+        if not isinstance(pname, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", pname):
+            where.fail(pkey, "parameter names are letters, digits, '_' and '.'")
+        if isinstance(pval, list):
+            if not pval or not all(isinstance(v, (bool, int, float, str)) for v in pval):
+                where.fail(pkey, "a list parameter needs at least one scalar and only scalars")
+            pval = tuple(_substitute(where, v, pkey, variables) for v in pval)
+        elif isinstance(pval, (bool, int, float, str)):
+            pval = _substitute(where, pval, pkey, variables)
+        else:
+            where.fail(pkey, f"expected a scalar or a list of scalars, got {pval!r}")
+        params.append((pname, pval))
+    env = []
+    for ename, evalue in where.get(m, "env", dict, key, default={}).items():
+        if not isinstance(ename, str) or isinstance(evalue, (dict, list)) or evalue is None:
+            where.fail(f"{key}.env.{ename}", "environment entries are NAME: scalar value")
+        env.append((ename, str(evalue)))
+    restart = RestartPolicy()
+    if "restart" in m:
+        r = where.mapping(m["restart"], f"{key}.restart")
+        where.no_unknown(r, {"policy", "max_restarts", "backoff_s"}, f"{key}.restart")
+        try:
+            restart = RestartPolicy(
+                policy=where.get(r, "policy", str, f"{key}.restart", default="never"),
+                max_restarts=where.get(r, "max_restarts", int, f"{key}.restart", default=3),
+                backoff_s=float(
+                    where.get(r, "backoff_s", (int, float), f"{key}.restart", default=1.0)
+                ),
+            )
+        except ValueError as e:
+            where.fail(f"{key}.restart", str(e))
+    required = where.get(m, "required", bool, key, default=True)
+    terminal = where.get(m, "terminal", bool, key, default=False)
+    return NodeSpec(
+        name=name,
+        module=module,
+        args=tuple(args),
+        parameters=tuple(params),
+        env=tuple(env),
+        restart=restart,
+        required=required,
+        terminal=terminal,
+    )
+
+
+def _param_text(value: Scalar | tuple[Scalar, ...]) -> str:
+    """A parameter value in ROS 2's ``-p name:=value`` YAML syntax."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_param_text(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return (
+            value
+            if re.match(r"^[A-Za-z0-9_./:-]+$", value) and not _looks_typed(value)
+            else ("'" + value.replace("'", "''") + "'")
+        )
+    return repr(value)
+
+
+def _looks_typed(text: str) -> bool:
+    """Whether YAML would read ``text`` as something other than a string (number, bool)."""
+    return not isinstance(yaml.safe_load(text), str)

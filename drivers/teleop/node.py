@@ -1,0 +1,180 @@
+"""Teleop node: a device (or a recorded event file) -> ``teleop/twist`` and ``teleop/joy``.
+
+    python -m drivers.teleop.node --device keyboard|spacemouse|gamepad|replay \
+        [--file events.jsonl] [--record out.jsonl] --ns arm --rate-hz 50
+
+Node ``teleop`` in namespace ``--ns``. Every ``1 / rate_hz`` s it reads the device once
+(:class:`drivers.teleop.base.DeviceTeleop`, all logic there) and publishes
+``teleop/twist`` (geometry_msgs/TwistStamped, unit-less [-1, 1] per axis, frame ``base``, SENSOR
+QoS) and ``teleop/joy`` (sensor_msgs/Joy: axes = twist + gripper axis, buttons = intervene,
+success, failure, reset; COMMAND QoS), both stamped with the monotonic read time
+(``drivers/CONTRACT.md``).
+
+Replay: ``--device replay --file F`` plays F in real time through the recorded device's parser.
+Playback starts when both topics have a subscriber (``--start-timeout-s`` at most), so a late
+subscriber does not miss the start; ``--exit-at-end`` ends the node once the file is played and
+the final state has been published ``--tail-ticks`` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import rclpy
+from geometry_msgs.msg import TwistStamped
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import Joy
+
+from drivers.ros import convert, qos
+
+from .base import DeviceTeleop
+from .gamepad import GamepadConfig, gamepad_teleop
+from .keyboard import keyboard_teleop
+from .mapping import TeleopMapConfig, joy_from_state
+from .recording import ReplaySource, replay_teleop
+from .spacemouse import SpaceMouseConfig, spacemouse_teleop
+
+DEVICES = ("keyboard", "spacemouse", "gamepad", "replay")
+
+
+def build_teleop(
+    device: str,
+    file: str | None = None,
+    record: str | None = None,
+    map_config: TeleopMapConfig | None = None,
+    hid_path: str | None = None,
+    event_path: str | None = None,
+) -> DeviceTeleop:
+    """The Teleop for a ``--device`` choice (not yet connected)."""
+    if device == "replay":
+        if file is None:
+            raise ValueError("--device replay needs --file events.jsonl")
+        return replay_teleop(file, map_config)
+    if device == "spacemouse":
+        return spacemouse_teleop(SpaceMouseConfig(path=hid_path), map_config, record)
+    if device == "gamepad":
+        return gamepad_teleop(GamepadConfig(path=event_path), map_config, record)
+    if device == "keyboard":
+        return keyboard_teleop(None, map_config, record)
+    raise ValueError(f"unknown device {device!r}; choose from {DEVICES}")
+
+
+class TeleopNode(Node):
+    """Thin ROS adapter: reads the teleop on a timer and publishes twist + joy."""
+
+    def __init__(
+        self,
+        teleop: DeviceTeleop,
+        namespace: str,
+        rate_hz: float,
+        wait_for_subscribers: bool,
+        start_timeout_s: float,
+        exit_at_end: bool,
+        tail_ticks: int,
+    ) -> None:
+        super().__init__("teleop", namespace=namespace)
+        if not rate_hz > 0:
+            raise ValueError(f"rate_hz {rate_hz} must be > 0")
+        self.teleop = teleop
+        self.twist_pub = self.create_publisher(TwistStamped, "teleop/twist", qos.SENSOR)
+        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.COMMAND)
+        self._wait = wait_for_subscribers
+        self._deadline = time.monotonic() + start_timeout_s
+        self._exit_at_end = exit_at_end
+        self._tail = tail_ticks
+        self.connected = False
+        self.done = False
+        self.published = 0
+        self.timer = self.create_timer(1.0 / rate_hz, self._tick)
+
+    def _ready(self) -> bool:
+        if not self._wait:
+            return True
+        subscribed = (
+            self.twist_pub.get_subscription_count() > 0
+            and self.joy_pub.get_subscription_count() > 0
+        )
+        if not subscribed and time.monotonic() > self._deadline:
+            self.get_logger().warn("no subscriber before --start-timeout-s; starting anyway")
+            return True
+        return subscribed
+
+    def _tick(self) -> None:
+        if self.done:
+            return
+        if not self.connected:
+            if not self._ready():
+                return
+            self.teleop.connect()
+            self.connected = True
+            self.get_logger().info(f"teleop {self.teleop.kind} connected")
+        state = self.teleop.read()
+        self.twist_pub.publish(convert.twist_stamped_to_msg(state.twist, state.stamp_s))
+        axes, buttons = joy_from_state(state)
+        self.joy_pub.publish(Joy(header=convert.header(state.stamp_s), axes=axes, buttons=buttons))
+        self.published += 1
+        source = self.teleop.source
+        if self._exit_at_end and isinstance(source, ReplaySource) and source.finished:
+            self._tail -= 1
+            if self._tail <= 0:
+                self.done = True
+
+
+def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", required=True, choices=DEVICES)
+    p.add_argument("--file", default=None, help="recorded event file (--device replay)")
+    p.add_argument("--record", default=None, help="record raw device events to this file")
+    p.add_argument("--ns", default="arm", help="ROS namespace of the arm")
+    p.add_argument("--rate-hz", type=float, default=50.0, help="publish rate (Hz)")
+    p.add_argument("--deadzone", type=float, default=TeleopMapConfig.deadzone)
+    p.add_argument("--hid-path", default=None, help="SpaceMouse hidraw path (default: find)")
+    p.add_argument("--event-path", default=None, help="gamepad /dev/input/event* (default: find)")
+    p.add_argument(
+        "--wait-for-subscribers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start reading only once both topics have a subscriber (default: on for replay)",
+    )
+    p.add_argument("--start-timeout-s", type=float, default=30.0)
+    p.add_argument("--exit-at-end", action="store_true", help="replay: exit when played")
+    p.add_argument("--tail-ticks", type=int, default=10)
+    return p.parse_known_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args, ros_args = _parse(argv)
+    teleop = build_teleop(
+        args.device,
+        args.file,
+        args.record,
+        TeleopMapConfig(deadzone=args.deadzone),
+        args.hid_path,
+        args.event_path,
+    )
+    wait = args.wait_for_subscribers
+    if wait is None:
+        wait = args.device == "replay"
+    rclpy.init(args=[sys.argv[0], *ros_args])
+    node = TeleopNode(
+        teleop, args.ns, args.rate_hz, wait, args.start_timeout_s, args.exit_at_end, args.tail_ticks
+    )
+    try:
+        while rclpy.ok() and not node.done:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # Ctrl-C / SIGTERM: shut down cleanly
+    finally:
+        if node.connected:
+            teleop.disconnect()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

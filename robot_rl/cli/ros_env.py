@@ -1,0 +1,264 @@
+"""Composition root for RobotEnv over ROS 2: a setup YAML -> ``(env, backend)``.
+
+:func:`make_ros_env` reads a setup (:mod:`drivers.setup`), optionally starts its nodes with the
+supervisor of ``robot-rl up`` (``launch=True``), and builds::
+
+    RosSession(namespace) shared by
+      RosRobot (bridge node ``twin`` or ``arm_bridge``), RosCamera per setup camera,
+      RosTwinTask (robot: twin), clock:
+        lockstep            -> RosLockstepClock (tick = sim/step)
+        realtime, twin      -> StreamTimeClock  (wall pacing, sim-time now)
+        realtime, hardware  -> RateClock        (wall pacing, monotonic now)
+    -> RobotEnv -> the same wrappers as the direct twin (robot_rl.cli.factory.apply_wrappers)
+
+The returned backend has the attributes ``rollout`` uses from the direct twin's backend
+(``cameras``, ``task``, ``make_expert()``, ``close()``), so the same episode loop drives both.
+The scripted expert reads ``info["privileged"]``, which :class:`RosTwinTask` fills from
+``task/status``. Only this module (the CLI layer) picks the ROS classes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from drivers.ros.env import apply_ros_env, ros_env
+from drivers.ros_camera import RosCamera, RosCameraConfig
+from drivers.ros_clock import RosLockstepClock, StreamTimeClock
+from drivers.ros_robot import RosRobot, RosRobotConfig
+from drivers.ros_session import RosSession
+from drivers.ros_task import RosTwinTask, RosTwinTaskConfig
+from drivers.setup import Setup, load_setup
+from robot_rl.core.clock import RateClock
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.safety import SafetyConfig
+from robot_rl.envs import RobotEnv
+
+
+@dataclass
+class RosBackend:
+    """What :func:`make_ros_env` built besides the env (mirrors ``sim.backend.SimBackend``)."""
+
+    setup: Setup
+    session: RosSession
+    robot: RosRobot
+    cameras: tuple[RosCamera, ...]
+    task: Any
+    clock: Any
+    env_cfg: EnvConfig
+    safety: SafetyConfig
+    supervisor: Any = None
+    _closed: bool = field(default=False, repr=False)
+
+    def make_expert(self):
+        """The twin task's scripted expert (reads ``info["privileged"]``).
+
+        Raises:
+            ValueError: The setup is not the twin, or its task has no expert.
+        """
+        info = _twin_task_info(self.setup)
+        if info is None:
+            raise ValueError(
+                f"{self.setup.source}: the scripted policy needs the twin's privileged state "
+                f"(robot: twin and a known task); this setup is robot: {self.setup.robot}, "
+                f"task: {self.setup.task!r}"
+            )
+        from sim.backend import _load
+
+        return _load(info.expert_class)(self.env_cfg, self.task)
+
+    def close(self) -> None:
+        """Close the ROS session and stop the nodes this process started (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.session.close()
+        if self.supervisor is not None:
+            self.supervisor.stop(5.0)
+
+
+def _twin_task_info(setup: Setup):
+    if setup.robot != "twin":
+        return None
+    from sim.backend import TASKS
+
+    return TASKS.get(setup.task)
+
+
+def make_ros_env(
+    setup: Setup | str | Path,
+    *,
+    control_rotation: bool = True,
+    max_episode_steps: int | None = None,
+    wrappers: Any = None,
+    domain_id: int | None = None,
+    launch: bool = False,
+    log_dir: Path | None = None,
+    connect_timeout_s: float | None = None,
+) -> tuple[gym.Env, RosBackend]:
+    """Build RobotEnv over the ROS 2 graph of ``setup``. See the module docstring.
+
+    Args:
+        setup: A parsed setup or the path of its YAML.
+        control_rotation: 7-dim action with rotation, or 4-dim.
+        max_episode_steps: Episode length (None: the twin task's default, else 100).
+        wrappers: ``robot_rl.cli.factory.WrapperConfig`` (None: no wrappers).
+        domain_id: ROS_DOMAIN_ID (None: ``$ROS_DOMAIN_ID``, else 0). The ROS variables of
+            :func:`drivers.ros.env.ros_env` are applied to this process.
+        launch: Start the setup's nodes here (stopped by ``backend.close()``), except nodes
+            that read the terminal; False: connect to nodes already running (``robot-rl up``).
+        log_dir: Node logs when ``launch`` (default: ``runs/up/<setup>-<time>``).
+        connect_timeout_s: How long to wait for the bridge (None: 60 s when launching, as the
+            twin takes a few seconds to start; else 10 s).
+
+    Raises:
+        drivers.setup.SetupError: Invalid setup file.
+        drivers.ros_session.RosTimeoutError: Nodes not reachable.
+    """
+    from robot_rl.cli.factory import apply_wrappers
+
+    if not isinstance(setup, Setup):
+        setup = load_setup(setup)
+    domain = domain_id if domain_id is not None else int(os.environ.get("ROS_DOMAIN_ID", 0))
+    apply_ros_env(domain)
+    info = _twin_task_info(setup)
+    if setup.robot == "hardware" and max_episode_steps is None:
+        max_episode_steps = 100
+    env_cfg = EnvConfig(
+        control_hz=setup.control_hz,
+        max_episode_steps=max_episode_steps or (info.max_episode_steps if info else 100),
+        control_rotation=control_rotation,
+        max_state_age_s=setup.max_state_age_s,
+        max_image_age_s=setup.max_image_age_s,
+    )
+    safety = setup.safety or (info.default_safety if info else SafetyConfig())
+    supervisor = None
+    if launch:
+        import dataclasses
+
+        from robot_rl.cli.up import Supervisor, default_log_dir
+
+        # Nodes that read a person's terminal (keyboard teleop) are for `robot-rl up` only.
+        headless = dataclasses.replace(setup, nodes=tuple(n for n in setup.nodes if not n.terminal))
+        supervisor = Supervisor(
+            headless,
+            log_dir or default_log_dir(setup),
+            ros_env(domain),
+            on_event=lambda line: print(f"[up] {line}", file=sys.stderr, flush=True),
+        )
+        supervisor.start()
+    timeout = connect_timeout_s or (60.0 if launch else 10.0)
+    session = RosSession(setup.namespace, domain_id=domain)
+    try:
+        backend = _build(setup, session, env_cfg, safety, info, timeout)
+        backend.supervisor = supervisor
+        if supervisor is not None:
+            _wait_nodes_up(backend, supervisor, timeout)
+        backend.robot.connect()  # fail here, with what to start, rather than at reset
+        env: gym.Env = RobotEnv(
+            backend.robot, backend.cameras, backend.task, backend.clock, env_cfg
+        )
+        if wrappers is not None:
+            env = apply_wrappers(
+                env,
+                wrappers,
+                has_images=bool(backend.cameras),
+                object_specs=backend.task.privileged_spec,
+            )
+    except BaseException:
+        session.close()
+        if supervisor is not None:
+            supervisor.stop(5.0)
+        raise
+    return env, backend
+
+
+def _build(
+    setup: Setup,
+    session: RosSession,
+    env_cfg: EnvConfig,
+    safety: SafetyConfig,
+    info,
+    connect_timeout_s: float,
+) -> RosBackend:
+    twin = setup.robot == "twin"
+    if setup.clock == "lockstep":
+        clock: Any = RosLockstepClock(session, setup.control_hz)
+    elif twin:
+        clock = StreamTimeClock(session, setup.control_hz)
+    else:
+        clock = RateClock(setup.control_hz)
+    robot = RosRobot(
+        RosRobotConfig(
+            namespace=setup.namespace,
+            bridge_node="twin" if twin else "arm_bridge",
+            max_state_age_s=setup.max_state_age_s,
+            safety=safety,
+            ack_timeout_s=2.0 if setup.clock == "lockstep" else None,
+            connect_timeout_s=connect_timeout_s,
+        ),
+        clock.now_s,
+        session,
+    )
+    cameras = tuple(
+        RosCamera(
+            RosCameraConfig(
+                name=c.name,
+                height=c.height,
+                width=c.width,
+                namespace=setup.namespace,
+                max_age_s=setup.max_image_age_s,
+            ),
+            clock.now_s,
+            session,
+        )
+        for c in setup.cameras
+    )
+    if not twin:
+        raise ValueError(
+            f"{setup.source}: robot: hardware has no task implementation over ROS 2 yet "
+            "(success comes from reward models in a later stage); use a twin setup"
+        )
+    spec = None
+    if info is not None:
+        from sim.backend import _load
+
+        spec = _load(info.task_class)().privileged_spec
+    task = RosTwinTask(
+        RosTwinTaskConfig(
+            name=setup.task, namespace=setup.namespace, max_age_s=setup.max_state_age_s
+        ),
+        clock.now_s,
+        session,
+        privileged_spec=spec,
+    )
+    return RosBackend(
+        setup=setup,
+        session=session,
+        robot=robot,
+        cameras=cameras,
+        task=task,
+        clock=clock,
+        env_cfg=env_cfg,
+        safety=safety,
+    )
+
+
+def _wait_nodes_up(backend: RosBackend, supervisor, timeout_s: float) -> None:
+    """Wait until the bridge subscribes to ``target_pose``, failing early if a required node
+    of the setup died (its log is named in the message)."""
+    session = backend.session
+    topic = session.topic("target_pose")
+    deadline = time.monotonic() + timeout_s
+    while session.node.count_subscribers(topic) == 0:
+        if not supervisor.poll() and supervisor.failure:
+            raise RuntimeError(f"setup failed to start: {supervisor.failure}")
+        if time.monotonic() > deadline:
+            return  # robot.connect() raises with the full explanation
+        time.sleep(0.1)

@@ -1,0 +1,426 @@
+"""``robot-rl up <setup.yaml>``: start and supervise the nodes of a setup as plain processes.
+
+Each node of the setup (:mod:`drivers.setup`) runs as ``python -m <module> <args>`` in its own
+process group, with the ROS 2 environment of :func:`drivers.ros.env.ros_env` (domain id,
+localhost discovery, Fast DDS profile) and its output in ``<log_dir>/<node>.log`` (appended
+across restarts, one header line per start). No ROS 2 launch installation is needed.
+
+Supervision:
+
+- a node that exits non-zero or dies by a signal is restarted if its policy is
+  ``on-failure``, after ``backoff_s``, at most ``max_restarts`` times; otherwise (policy
+  ``never``, restarts used up, or a clean exit 0) it is down for good;
+- a *required* node down for good shuts the whole setup down (exit code 1);
+- Ctrl-C / SIGTERM: SIGINT to every node's process group (rclpy nodes shut down cleanly on
+  it), then SIGTERM after ``shutdown_timeout_s``, then SIGKILL after as long again.
+
+``<log_dir>/up.json`` holds the live state (pid, state, restarts, last exit code per node),
+rewritten atomically on every change, for tools and tests. A rich table shows the same on a
+terminal; without a terminal, one line per event goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import tyro
+
+from drivers.ros.env import ros_env
+from drivers.setup import NodeSpec, Setup, load_setup
+
+RUNNING = "running"
+BACKOFF = "backoff"  # waiting to restart
+EXITED = "exited"  # clean exit 0, not restarted
+FAILED = "failed"  # down for good after a failure
+STOPPED = "stopped"  # stopped by the supervisor
+SKIPPED = "skipped"  # reads the terminal, but there is none
+
+
+@dataclass(frozen=True)
+class UpConfig:
+    """Start every node of a setup, supervise them, stop them cleanly on Ctrl-C."""
+
+    setup: Annotated[Path, tyro.conf.Positional]
+    """Setup YAML file, e.g. launch/sim.yaml."""
+    log_dir: Path | None = None
+    """Directory of the per-node logs and up.json (default runs/up/<setup>-<time>)."""
+    domain_id: int | None = None
+    """ROS_DOMAIN_ID for every node (default: $ROS_DOMAIN_ID, else 0)."""
+    localhost_only: bool = True
+    """Keep DDS discovery on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST)."""
+    shutdown_timeout_s: float = 5.0
+    """After SIGINT, wait this long before SIGTERM (and as long again before SIGKILL)."""
+    live: bool = True
+    """Show a live table when stdout is a terminal (else one line per event on stderr)."""
+
+    def __post_init__(self) -> None:
+        if self.shutdown_timeout_s <= 0:
+            raise ValueError(f"shutdown_timeout_s must be positive, got {self.shutdown_timeout_s}")
+        if self.domain_id is not None and not 0 <= self.domain_id <= 101:
+            raise ValueError(f"domain_id {self.domain_id} must be in [0, 101]")
+
+
+@dataclass
+class NodeProcess:
+    """Supervisor bookkeeping for one node."""
+
+    spec: NodeSpec
+    log_path: Path
+    state: str = BACKOFF
+    pid: int | None = None
+    restarts: int = 0
+    starts: int = 0
+    last_exit: int | None = None
+    started_at: float | None = None
+    next_start_at: float = 0.0
+    popen: subprocess.Popen | None = field(default=None, repr=False)
+
+    def row(self) -> dict:
+        return {
+            "name": self.spec.name,
+            "module": self.spec.module,
+            "state": self.state,
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "last_exit": self.last_exit,
+            "required": self.spec.required,
+            "log": str(self.log_path),
+        }
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the nodes of a setup. See the module docstring.
+
+    Args:
+        setup: The setup whose nodes to run.
+        log_dir: Directory for ``<node>.log`` and ``up.json`` (created).
+        env: Environment of every child (plus each node's own ``env`` entries).
+        python: Interpreter that runs ``-m <module>``.
+        on_event: Called with one line of text per event (start, exit, restart, stop).
+        clock: Monotonic time source, seconds.
+    """
+
+    def __init__(
+        self,
+        setup: Setup,
+        log_dir: Path,
+        env: Mapping[str, str],
+        python: str = sys.executable,
+        on_event: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.setup = setup
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._env = dict(env)
+        self._python = python
+        self._on_event = on_event or (lambda line: None)
+        self._clock = clock
+        self.nodes = [NodeProcess(n, self.log_dir / f"{n.name}.log") for n in setup.nodes]
+        self.failure: str | None = None
+        """Why the setup went down (a required node failed for good), else None."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, has_terminal: bool | None = None) -> None:
+        """Start every node; nodes that read the terminal only if stdin is one."""
+        tty = sys.stdin.isatty() if has_terminal is None else has_terminal
+        for node in self.nodes:
+            if node.spec.terminal and not tty:
+                node.state = SKIPPED
+                self._on_event(
+                    f"{node.spec.name}: not started: it reads the terminal, and stdin "
+                    "is not one (run `robot-rl up` in a terminal)"
+                )
+                continue
+            self._spawn(node)
+        self._write_state()
+
+    def poll(self) -> bool:
+        """Reap exited nodes, restart per policy; False once a required node is down for good
+        (``failure`` says which) or every node has ended."""
+        now = self._clock()
+        changed = False
+        for node in self.nodes:
+            if node.state == RUNNING:
+                assert node.popen is not None
+                code = node.popen.poll()
+                if code is None:
+                    continue
+                changed = True
+                self._reap_group(node)
+                node.last_exit = code
+                node.pid = None
+                self._on_exit(node, code, now)
+            elif node.state == BACKOFF and now >= node.next_start_at:
+                self._spawn(node)
+                changed = True
+        if changed:
+            self._write_state()
+        if self.failure is not None:
+            return False
+        return any(n.state in (RUNNING, BACKOFF) for n in self.nodes)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGINT every running node's group; SIGTERM after ``timeout_s``; SIGKILL after as
+        long again. Returns when every process group is gone."""
+        live = [n for n in self.nodes if n.state == RUNNING and n.pid is not None]
+        for n in self.nodes:
+            if n.state == BACKOFF:
+                n.state = STOPPED
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            live = [n for n in live if _group_alive(n.pid)]
+            if not live:
+                break
+            for n in live:
+                self._on_event(f"{n.spec.name}: sending {sig.name}")
+                _signal_group(n.pid, sig)
+            deadline = self._clock() + (timeout_s if sig != signal.SIGKILL else 5.0)
+            while self._clock() < deadline and any(_group_alive(n.pid) for n in live):
+                for n in live:
+                    self._try_wait(n)
+                time.sleep(0.05)
+        for n in self.nodes:
+            if n.state == RUNNING:
+                self._try_wait(n)
+                code = n.popen.returncode if n.popen is not None else None
+                n.last_exit = code
+                n.state = STOPPED
+                n.pid = None
+                self._on_event(f"{n.spec.name}: stopped (exit {code})")
+        self._write_state()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _spawn(self, node: NodeProcess) -> None:
+        argv = node.spec.command(self._python)
+        env = dict(self._env)
+        env.update(dict(node.spec.env))
+        node.starts += 1
+        with open(node.log_path, "a") as log:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"=== robot-rl up: start {node.starts} at {stamp}: {' '.join(argv)}\n")
+            log.flush()
+            try:
+                node.popen = subprocess.Popen(
+                    argv,
+                    stdin=None if node.spec.terminal else subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # own process group: signals reach its children
+                )
+            except OSError as e:
+                log.write(f"=== robot-rl up: could not start: {e}\n")
+                node.pid = None
+                self._on_exit(node, 127, self._clock())
+                return
+        node.pid = node.popen.pid
+        node.state = RUNNING
+        node.started_at = self._clock()
+        self._on_event(f"{node.spec.name}: started pid {node.pid} (log {node.log_path})")
+
+    def _on_exit(self, node: NodeProcess, code: int, now: float) -> None:
+        policy = node.spec.restart
+        what = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        if code != 0 and policy.policy == "on-failure" and node.restarts < policy.max_restarts:
+            node.restarts += 1
+            node.state = BACKOFF
+            node.next_start_at = now + policy.backoff_s
+            self._on_event(
+                f"{node.spec.name}: {what}; restarting in {policy.backoff_s:g} s "
+                f"(restart {node.restarts}/{policy.max_restarts})"
+            )
+            return
+        node.state = EXITED if code == 0 else FAILED
+        reason = (
+            ""
+            if code == 0
+            else (
+                "; restarts used up" if policy.policy == "on-failure" else "; restart policy never"
+            )
+        )
+        self._on_event(f"{node.spec.name}: {what}{reason} (see {node.log_path})")
+        if node.spec.required and self.failure is None:
+            self.failure = f"required node {node.spec.name!r} {what}{reason}; see {node.log_path}"
+
+    def _try_wait(self, node: NodeProcess) -> None:
+        if node.popen is not None:
+            node.popen.poll()  # reap the leader; its group gets the same escalation
+
+    def _reap_group(self, node: NodeProcess) -> None:
+        # The leader died on its own; anything it left in its group goes too (no orphans).
+        if node.popen is not None and _group_alive(node.popen.pid):
+            _signal_group(node.popen.pid, signal.SIGKILL)
+
+    def _write_state(self) -> None:
+        data = {
+            "setup": self.setup.source,
+            "supervisor_pid": os.getpid(),
+            "failure": self.failure,
+            "nodes": [n.row() for n in self.nodes],
+        }
+        tmp = self.log_dir / "up.json.tmp"
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, self.log_dir / "up.json")
+
+
+def _group_alive(pgid: int | None) -> bool:
+    if pgid is None:
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int | None, sig: int) -> None:
+    if pgid is None:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+# -- command ---------------------------------------------------------------------------------
+
+
+def default_log_dir(setup: Setup) -> Path:
+    """``runs/up/<setup name>-<YYYYmmdd-HHMMSS>``."""
+    return Path("runs") / "up" / f"{setup.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_up(cfg: UpConfig, out: TextIO | None = None) -> int:
+    """Run the supervisor until Ctrl-C / SIGTERM or a required node fails; return exit code.
+
+    0: stopped on request (or every node exited cleanly); 1: a required node failed for good.
+
+    Raises:
+        drivers.setup.SetupError: The setup file is invalid.
+    """
+    setup = load_setup(cfg.setup)
+    log_dir = cfg.log_dir or default_log_dir(setup)
+    domain = cfg.domain_id if cfg.domain_id is not None else int(os.environ.get("ROS_DOMAIN_ID", 0))
+    env = ros_env(domain, localhost_only=cfg.localhost_only)
+    err = out or sys.stderr
+    live_table = cfg.live and sys.stdout.isatty()
+    events: list[str] = []
+
+    def on_event(line: str) -> None:
+        events.append(line)
+        if not live_table:
+            print(f"[up] {line}", file=err, flush=True)
+
+    sup = Supervisor(setup, log_dir, env, on_event=on_event)
+    stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    on_event(
+        f"setup {setup.name!r} from {setup.source}: {len(setup.nodes)} nodes, namespace "
+        f"/{setup.namespace}, ROS_DOMAIN_ID={domain}, logs in {log_dir}"
+    )
+    try:
+        sup.start()
+        if live_table:
+            _live_loop(sup, stop, events)
+        else:
+            while not stop.is_set() and sup.poll():
+                stop.wait(0.1)
+    finally:
+        if received:
+            on_event(f"received {received[0]}; stopping every node")
+        elif sup.failure:
+            on_event(f"setup down: {sup.failure}; stopping every node")
+        sup.stop(cfg.shutdown_timeout_s)
+        for s, h in old.items():
+            signal.signal(s, h)
+    if sup.failure is not None and not received:
+        print(f"robot-rl up: {sup.failure}", file=err, flush=True)
+        return 1
+    return 0
+
+
+def _live_loop(sup: Supervisor, stop: threading.Event, events: list[str]) -> None:
+    from rich.live import Live
+
+    with Live(_table(sup, events), refresh_per_second=4) as live:
+        while not stop.is_set() and sup.poll():
+            live.update(_table(sup, events))
+            stop.wait(0.25)
+        live.update(_table(sup, events))
+
+
+def _table(sup: Supervisor, events: list[str]):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    colours = {
+        RUNNING: "green",
+        BACKOFF: "yellow",
+        EXITED: "blue",
+        FAILED: "red",
+        STOPPED: "dim",
+        SKIPPED: "dim",
+    }
+    now = time.monotonic()
+    table = Table(title=f"robot-rl up: {sup.setup.name} (/{sup.setup.namespace})")
+    for col in ("node", "module", "state", "pid", "uptime", "restarts", "exit", "log"):
+        table.add_column(col)
+    for n in sup.nodes:
+        up_s = f"{now - n.started_at:.0f} s" if n.state == RUNNING and n.started_at else ""
+        limit = n.spec.restart.max_restarts if n.spec.restart.policy == "on-failure" else 0
+        table.add_row(
+            n.spec.name + ("" if n.spec.required else " (optional)"),
+            n.spec.module,
+            Text(n.state, style=colours.get(n.state, "")),
+            str(n.pid or ""),
+            up_s,
+            f"{n.restarts}/{limit}",
+            "" if n.last_exit is None else str(n.last_exit),
+            str(n.log_path),
+        )
+    tail = Text("\n".join(events[-6:]), style="dim")
+    return Group(table, tail, Text("Ctrl-C stops every node", style="bold"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m robot_rl.cli.up <setup.yaml>`` (same as ``robot-rl up``)."""
+    from drivers.setup import SetupError
+
+    cfg = tyro.cli(UpConfig, args=argv, prog="robot-rl up")
+    try:
+        return run_up(cfg)
+    except SetupError as e:
+        print(f"robot-rl up: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""The MuJoCo twin behind ROS 2: node ``twin`` serving the topics and services of
+``drivers/CONTRACT.md`` for one arm namespace, as a real arm + cameras would.
+
+Run::
+
+    python -m sim.ros_node --task pick_cube --ns arm --cameras front wrist --image-size 128 \
+        --mode lockstep --control-hz 10
+
+It builds the twin with :func:`sim.backend.make_sim_backend`, wraps the twin's arm in
+:class:`TwinArmBackend` and puts the same bridge core (:class:`drivers.arm_bridge.core.ArmBridge`:
+validation, safety box/cone/per-step limit, watchdog, e-stop) and the same bridge topics and
+services (:class:`drivers.arm_bridge.node.BridgeInterface`) in front of it as on a real arm.
+Every message is stamped with simulation time.
+
+Extra, twin only: ``<cam>/image_raw`` + ``<cam>/camera_info`` (IMAGE), ``task/status`` (JSON,
+same stamp as the state), services ``task/reset`` (seed from parameter ``episode_seed``) and
+``sim/step`` (lockstep mode).
+
+Modes:
+
+- ``lockstep``: physics advances only on ``sim/step``: bridge tick (the newest target, clipped
+  against the measured pose), one control period of physics, publish everything, respond
+  ``{"stamp_s": t}``. So that a target published just before the call is executed in this
+  period, ``sim/step`` first waits up to ``--command-wait-s`` (wall) for a target stamped at or
+  after the current sim time (a step without a fresh command goes ahead after the wait).
+- ``realtime``: a wall-clock timer does the same once per control period.
+
+Threads: a multi-threaded executor; subscriptions and hold/estop run in a reentrant group,
+the stepping services in an exclusive one; one lock serialises the bridge and the physics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+
+import numpy as np
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from drivers.arm_bridge.core import ArmBridge, BridgeConfig
+from drivers.arm_bridge.node import RESET_GRIPPER_PARAM, RESET_POSE_PARAM, BridgeInterface
+from drivers.ros import convert, qos
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.types import ArmCommand, RobotState
+from sim.backend import SimBackend, make_sim_backend
+from sim.config import SimConfig
+from sim.robot import SimRobot
+
+MODES = ("lockstep", "realtime")
+
+
+class TwinArmBackend:
+    """:class:`drivers.arm_bridge.backend.ArmBackend` over the twin's :class:`SimRobot`.
+
+    ``command`` goes through ``SimRobot.send_command``, so the twin's own safety layer and
+    physics-rate watchdog stay in force behind the bridge (defence in depth; on an already safe
+    command they change nothing). ``move_to`` teleports (``SimRobot.reset``): the twin is a
+    simulator, and a teleport is what the direct (non-ROS) twin does at reset too.
+    """
+
+    def __init__(self, robot: SimRobot) -> None:
+        self.robot = robot
+
+    def connect(self) -> None:
+        self.robot.connect()
+
+    def disconnect(self) -> None:
+        self.robot.disconnect()
+
+    def read_state(self) -> RobotState:
+        return self.robot.read_state()
+
+    def command(self, target_pose: np.ndarray, gripper: float) -> None:
+        self.robot.send_command(ArmCommand(np.asarray(target_pose, dtype=np.float64), gripper))
+
+    def hold(self) -> None:
+        self.robot.hold()
+
+    def move_to(self, pose: np.ndarray, gripper: float) -> None:
+        self.robot.reset(np.asarray(pose, dtype=np.float64), gripper)
+
+    def clear_error(self) -> bool:
+        return True
+
+    @property
+    def error(self) -> str | None:
+        return None
+
+
+def static_twin_backend() -> TwinArmBackend:
+    """Factory for ``python -m drivers.arm_bridge.node --backend sim.ros_node:static_twin_backend``:
+    the pick_cube twin's arm with physics that never steps (a frozen arm), to exercise the
+    lifecycle bridge node on its own."""
+    b = make_sim_backend("pick_cube", SimConfig(cameras=()), EnvConfig())
+    start = b.task.reset(np.random.default_rng(0))
+    arm = TwinArmBackend(b.robot)
+    arm.connect()
+    arm.move_to(start, 0.0)
+    return arm
+
+
+def camera_info(backend: SimBackend, name: str, stamp_s: float) -> CameraInfo:
+    """Pinhole ``CameraInfo`` of a twin camera (square pixels, principal point at the centre,
+    from the MJCF ``fovy``)."""
+    cam = next(c for c in backend.cameras if c.name == name)
+    h, w = cam.image_spec.shape[:2]
+    fovy_rad = float(np.deg2rad(backend.world.model.cam_fovy[backend.world.model.camera(name).id]))
+    f = 0.5 * h / np.tan(0.5 * fovy_rad)
+    cx, cy = 0.5 * w, 0.5 * h
+    msg = CameraInfo(header=convert.header(stamp_s, name), height=h, width=w)
+    msg.distortion_model = "plumb_bob"
+    msg.d = [0.0] * 5
+    msg.k = [f, 0.0, cx, 0.0, f, cy, 0.0, 0.0, 1.0]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [f, 0.0, cx, 0.0, 0.0, f, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return msg
+
+
+class TwinNode(Node):
+    """Node ``twin``: the twin's arm (behind the bridge core), cameras and task on ROS 2.
+
+    Args:
+        backend: The built twin (``make_sim_backend``).
+        namespace: Arm namespace (``arm`` -> ``/arm/...``).
+        mode: ``"lockstep"`` or ``"realtime"``.
+        command_wait_s: Lockstep: longest wall wait in ``sim/step`` for a fresh target.
+    """
+
+    def __init__(
+        self,
+        backend: SimBackend,
+        namespace: str = "arm",
+        mode: str = "lockstep",
+        command_wait_s: float = 0.1,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: choose one of {MODES}")
+        super().__init__("twin", namespace=namespace)
+        self.sim = backend
+        self.mode = mode
+        self.command_wait_s = command_wait_s
+        self.lock = threading.RLock()
+        self._fresh = threading.Event()
+        self.declare_parameter("episode_seed", 0)
+        self.declare_parameter("mode", mode)
+        self.arm = TwinArmBackend(backend.robot)
+        self.arm.connect()
+        for cam in backend.cameras:
+            cam.connect()
+        # Lockstep: command stamps are sim time (the env's clock is the twin's), so a stale
+        # command is detectable. Real time: the env may stamp with its own wall clock.
+        max_age = backend.safety.watchdog_timeout_s if mode == "lockstep" else None
+        self.bridge = ArmBridge(
+            self.arm, BridgeConfig(safety=backend.safety, max_command_age_s=max_age)
+        )
+        start = self._reset_task()
+        self.declare_parameter(RESET_POSE_PARAM, [float(v) for v in start])
+        self.declare_parameter(RESET_GRIPPER_PARAM, 0.0)
+        fast = ReentrantCallbackGroup()
+        stepping = MutuallyExclusiveCallbackGroup()
+        self.iface = BridgeInterface(
+            self,
+            self.bridge,
+            self.lock,
+            self.now_s,
+            callback_group=fast,
+            on_change=self.publish_all,
+            on_target=self._fresh.set,
+        )
+        self._image_pubs = {
+            c.name: (
+                self.create_publisher(Image, f"{c.name}/image_raw", qos.IMAGE),
+                self.create_publisher(CameraInfo, f"{c.name}/camera_info", qos.IMAGE),
+            )
+            for c in backend.cameras
+        }
+        self._task_pub = self.create_publisher(String, "task/status", qos.STATUS)
+        self.create_service(Trigger, "task/reset", self._srv_task_reset, callback_group=stepping)
+        self._timer = None
+        if mode == "lockstep":
+            self.create_service(Trigger, "sim/step", self._srv_step, callback_group=stepping)
+        else:
+            self._timer = self.create_timer(
+                backend.clock.period_s, self._realtime_tick, callback_group=stepping
+            )
+        with self.lock:
+            self.publish_all()
+
+    # -- time and stepping ------------------------------------------------------------------
+
+    def now_s(self) -> float:
+        """Simulation time, seconds."""
+        return self.sim.clock.now_s()
+
+    def _reset_task(self) -> np.ndarray:
+        seed = int(self.get_parameter("episode_seed").value)
+        start = np.asarray(self.sim.task.reset(np.random.default_rng(seed)), dtype=np.float64)
+        self.bridge.reset(start, 0.0, self.now_s())
+        self.sim.clock.reset()
+        return start
+
+    def step_once(self) -> float:
+        """Bridge tick, one control period of physics, publish everything (call under lock).
+
+        Returns:
+            The new simulation time, seconds.
+        """
+        self.bridge.tick(self.now_s())
+        self.sim.clock.tick()
+        self.publish_all()
+        return self.now_s()
+
+    def _fresh_target_pending(self) -> bool:
+        stamp = self.bridge.pending_stamp_s
+        return stamp is not None and stamp >= self.now_s() - 1e-9
+
+    def _wait_for_fresh_target(self) -> None:
+        deadline = time.monotonic() + self.command_wait_s
+        while True:
+            with self.lock:
+                if self._fresh_target_pending() or self.bridge.estopped:
+                    return
+                self._fresh.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._fresh.wait(remaining)
+
+    def _realtime_tick(self) -> None:
+        with self.lock:
+            self.step_once()
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def publish_all(self) -> None:
+        """State, images, task status and bridge status for the current sim time."""
+        state = self.arm.read_state()
+        t = state.stamp_s
+        self.iface.publish_state(state)
+        for cam in self.sim.cameras:
+            frame = cam.read()
+            img_pub, info_pub = self._image_pubs[cam.name]
+            img_pub.publish(convert.image_to_msg(frame.image, frame.stamp_s, cam.name))
+            info_pub.publish(camera_info(self.sim, cam.name, frame.stamp_s))
+        status = self.sim.task.evaluate()
+        task = {
+            "stamp_s": t,
+            "reward": float(status.reward),
+            "success": bool(status.success),
+            "failure": bool(status.failure),
+            "privileged": {
+                k: np.asarray(v, dtype=np.float64).reshape(-1).tolist()
+                for k, v in status.privileged.items()
+            },
+        }
+        self._task_pub.publish(String(data=json.dumps(task)))
+        self.iface.publish_status()
+
+    # -- services ---------------------------------------------------------------------------
+
+    def _srv_step(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._wait_for_fresh_target()
+        with self.lock:
+            t = self.step_once()
+        response.success, response.message = True, json.dumps({"stamp_s": t})
+        return response
+
+    def _srv_task_reset(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        with self.lock:
+            try:
+                start = self._reset_task()
+            except (RuntimeError, ValueError) as e:
+                response.success, response.message = False, f"task/reset failed: {e}"
+                self.get_logger().error(response.message)
+                return response
+            self.publish_all()
+            response.success = True
+            response.message = json.dumps(
+                {"start_pose": [float(v) for v in start], "stamp_s": self.now_s()}
+            )
+        return response
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="The MuJoCo twin behind ROS 2 (node 'twin').")
+    p.add_argument("--task", default="pick_cube", help="task name (sim.backend.TASKS)")
+    p.add_argument("--ns", default="arm", help="arm namespace")
+    p.add_argument("--cameras", nargs="*", default=["front", "wrist"], help="twin cameras")
+    p.add_argument("--image-size", type=int, default=128, help="square image side, pixels")
+    p.add_argument("--mode", choices=MODES, default="lockstep")
+    p.add_argument("--control-hz", type=float, default=10.0, help="control rate, Hz")
+    p.add_argument("--sim-hz", type=float, default=500.0, help="physics rate, Hz")
+    p.add_argument(
+        "--command-wait-s", type=float, default=0.1, help="lockstep: wait for a fresh target, s"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: build the twin, spin until Ctrl-C / SIGTERM, free the renderers."""
+    args, ros_args = build_parser().parse_known_args(argv)
+    sim_cfg = SimConfig(
+        sim_hz=args.sim_hz,
+        cameras=tuple(args.cameras),
+        image_height=args.image_size,
+        image_width=args.image_size,
+    )
+    backend = make_sim_backend(args.task, sim_cfg, EnvConfig(control_hz=args.control_hz))
+    rclpy.init(args=ros_args)
+    node = TwinNode(backend, args.ns, args.mode, args.command_wait_s)
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    node.get_logger().info(f"twin ready: task={args.task} mode={args.mode} ns=/{args.ns}")
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        backend.close()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

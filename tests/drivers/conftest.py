@@ -1,0 +1,218 @@
+"""Shared fixtures for ROS 2 tests: environment, unique domain ids, node processes, a client.
+
+Every ROS test runs its own graph: a unique ``ROS_DOMAIN_ID`` (from a range reserved per test
+file owner), discovery on localhost only, Fast DDS with the repo's profile
+(:mod:`drivers.ros.env`). Nodes run as real processes (:class:`RosProcess`), killed at
+teardown; the test talks to them through :class:`RosClient`, a plain rclpy node in its own
+context. Waits are on conditions with timeouts, never fixed sleeps.
+
+Append new fixtures at the end; keep this file small.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+from drivers.ros.env import apply_ros_env, ros_env  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+class DomainIds:
+    """Hands out ROS domain ids from ``[start, stop)`` (offset per xdist worker), cycling."""
+
+    def __init__(self, start: int, stop: int) -> None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        offset = int(worker[2:]) if worker[2:].isdigit() else 0
+        n = stop - start
+        self._ids = itertools.cycle([start + (offset * 7 + i) % n for i in range(n)])
+
+    def next(self) -> int:
+        return next(self._ids)
+
+
+A1_DOMAINS = DomainIds(10, 30)  # arm bridge / twin node tests (helper A1)
+
+
+class RosProcess:
+    """A node in a subprocess with its own ROS environment; output goes to ``log_path``."""
+
+    def __init__(self, args: list[str], domain_id: int, log_path: Path) -> None:
+        self.args = args
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = ros_env(domain_id, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
+        self.proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: no clean shutdown)."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout_s``."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+class RosClient:
+    """A plain rclpy node in its own context for the test process.
+
+    Latest message per subscribed topic in :attr:`latest`, every message in :attr:`history`.
+    """
+
+    def __init__(self, domain_id: int, name: str = "test_client") -> None:
+        import rclpy
+
+        apply_ros_env(domain_id)
+        self.rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.latest: dict[str, Any] = {}
+        self.history: dict[str, list[Any]] = {}
+        self._clients: dict[str, Any] = {}
+
+    def subscribe(self, msg_type: type, topic: str, qos: Any) -> None:
+        self.history[topic] = []
+
+        def cb(msg: Any) -> None:
+            self.latest[topic] = msg
+            self.history[topic].append(msg)
+
+        self.node.create_subscription(msg_type, topic, cb, qos)
+
+    def publisher(self, msg_type: type, topic: str, qos: Any) -> Any:
+        return self.node.create_publisher(msg_type, topic, qos)
+
+    def spin_for(self, seconds: float) -> None:
+        """Process callbacks for ``seconds`` of wall time (no waiting on a condition)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=min(0.01, max(0.0, end - time.monotonic())))
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Spin until ``predicate()`` holds; fail with ``what`` after ``timeout_s``."""
+        end = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > end:
+                raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+            self.executor.spin_once(timeout_sec=0.02)
+
+    def call(self, srv_type: type, name: str, request: Any = None, timeout_s: float = 30.0) -> Any:
+        """Call a service (waiting for it to appear) and return the response."""
+        client = self._clients.get(name)
+        if client is None:
+            client = self._clients[name] = self.node.create_client(srv_type, name)
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise TimeoutError(f"service {name} did not appear within {timeout_s} s")
+        future = client.call_async(request if request is not None else srv_type.Request())
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+        if not future.done():
+            raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
+        return future.result()
+
+    def set_parameters(self, node: str, timeout_s: float = 30.0, **params: Any) -> None:
+        """Set parameters of ``node`` (full name, e.g. ``/arm/twin``) via its standard service."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+
+        req = SetParameters.Request(
+            parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in params.items()]
+        )
+        res = self.call(SetParameters, f"{node}/set_parameters", req, timeout_s)
+        failed = [r.reason for r in res.results if not r.successful]
+        if failed:
+            raise RuntimeError(f"set_parameters on {node} failed: {failed}")
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.try_shutdown(context=self.context)
+
+
+@pytest.fixture
+def a1_domain() -> int:
+    """A fresh ROS domain id for one arm-bridge/twin test (range 10..29)."""
+    return A1_DOMAINS.next()
+
+
+@pytest.fixture
+def ros_processes(tmp_path: Path) -> Iterator[Callable[..., RosProcess]]:
+    """Factory ``start(args, domain_id, name)`` -> :class:`RosProcess`; all stopped at teardown
+    (their logs are printed if the test failed, through pytest's captured output)."""
+    started: list[RosProcess] = []
+
+    def start(args: list[str], domain_id: int, name: str) -> RosProcess:
+        p = RosProcess(args, domain_id, tmp_path / f"{name}.log")
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+        print(f"---- log of {p.args[2:6]} ----\n{p.log()[-4000:]}")
+
+
+@pytest.fixture
+def ros_client_factory() -> Iterator[Callable[[int], RosClient]]:
+    """Factory ``make(domain_id)`` -> :class:`RosClient`; closed at teardown."""
+    made: list[RosClient] = []
+
+    def make(domain_id: int) -> RosClient:
+        c = RosClient(domain_id)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+# -- helper A2 (env side, setups, `robot-rl up`): domain ids 30..49 ----------------------------
+
+A2_DOMAINS = DomainIds(30, 50)
+
+
+@pytest.fixture
+def a2_domain() -> int:
+    """A fresh ROS domain id for one env-side / supervisor test (range 30..49)."""
+    return A2_DOMAINS.next()
+
+
+@pytest.fixture(scope="module")
+def a2_module_domain() -> int:
+    """A ROS domain id shared by one test module's graph (range 30..49)."""
+    return A2_DOMAINS.next()
