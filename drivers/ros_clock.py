@@ -5,7 +5,11 @@
   answers ``{"stamp_s": t}``; the clock then waits until every synced stream of the session
   (robot state parts, camera images, task status) has delivered its message stamped ``t``.
   ``now_s()`` is ``t``. ``reset()`` waits the same way for the messages of the last reset.
-  A stream that does not deliver raises :class:`StaleSensorError` naming it.
+  A stream that does not deliver raises :class:`StaleSensorError` naming it. The clock must
+  be the twin's only stepper: the answer's ``twin_id``, ``episode`` and ``step`` (see
+  ``drivers/CONTRACT.md``) must continue the previous answer's, else :meth:`tick` raises and
+  says who interfered (another client stepping or resetting the twin, or a second twin in the
+  same ROS domain: both answer every call, the first answer wins).
 - Real time: pace with :class:`robot_rl.core.clock.RateClock`. On hardware its monotonic
   ``now_s()`` is the stamps' time base. The twin in ``realtime`` mode stamps with sim time, so
   :class:`StreamTimeClock` estimates the robot's current time from the newest message instead.
@@ -13,6 +17,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -46,6 +51,7 @@ class RosLockstepClock:
         self.step_timeout_s = step_timeout_s
         self.sync_timeout_s = sync_timeout_s
         self._last_step_s: float | None = None
+        self._last_answer: dict | None = None
 
     def now_s(self) -> float:
         """Robot (sim) time of the last step or reset answer, seconds (0 before any)."""
@@ -58,28 +64,86 @@ class RosLockstepClock:
         self.overruns = 0
         self.ticks = 0
         self._last_step_s = None
+        self._last_answer = None
 
     def tick(self) -> None:
         """Step the twin one control period and wait for every stream's new messages.
 
         Raises:
             RosTimeoutError: ``sim/step`` did not answer (twin stopped?).
-            ValueError: The step did not advance time by one control period (the twin runs
-                at another control rate, or in real-time mode).
+            ValueError: The step did not advance time by one control period, or the answer
+                does not continue the previous one (the message says which: another client
+                stepped or reset the twin, two twins answer, or the twin runs at another
+                control rate or in real-time mode).
             StaleSensorError: A stream did not deliver the new time's message.
         """
         before = self.session.robot_time_s
-        self.session.timed_trigger("sim/step", self.step_timeout_s)
+        started = time.monotonic()
+        answer = self.session.timed_trigger("sim/step", self.step_timeout_s)
         after = self.session.robot_time_s
         assert after is not None
+        interference = self._interference(answer)
+        since = "the reset" if before is None else f"{before:.6f} s"
+        if interference:
+            raise ValueError(
+                f"sim/step moved time from {since} to {after:.6f} s, but {interference}. "
+                + self._diagnostics(answer, started)
+            )
         if before is not None and abs((after - before) - self.period_s) > 1e-6:
             raise ValueError(
-                f"sim/step advanced time from {before:.6f} s to {after:.6f} s, not by the env's "
+                f"sim/step advanced time from {since} to {after:.6f} s, not by the env's "
                 f"control period {self.period_s:g} s: start the twin in lockstep mode with the "
-                "same control rate as the env"
+                f"same control rate as the env. {self._diagnostics(answer, started)}"
             )
+        self._last_answer = answer
         self.session.wait_synced(self.sync_timeout_s, "sim/step")
         self.ticks += 1
+
+    def _interference(self, answer: dict) -> str | None:
+        """Why ``answer`` does not continue the previous ``sim/step`` answer (None if it does,
+        or if the twin does not send ``twin_id``/``episode``/``step``)."""
+        prev = self._last_answer
+        keys = ("twin_id", "episode", "step")
+        if prev is None or not all(k in prev and k in answer for k in keys):
+            return None
+        if answer["twin_id"] != prev["twin_id"]:
+            return (
+                f"the answer came from another twin process (twin_id {answer['twin_id']}, the "
+                f"previous one from {prev['twin_id']}): two twins serve "
+                f"{self.session.topic('sim/step')} in this ROS domain (a second `robot-rl up`, "
+                "or another test run?); give each its own ROS_DOMAIN_ID"
+            )
+        if answer["episode"] != prev["episode"]:
+            return (
+                f"the twin's scene was reset (episode {prev['episode']} -> {answer['episode']}) "
+                "between two steps of this env, by another client of the twin: another env or "
+                "process drives this twin (same namespace and ROS_DOMAIN_ID)"
+            )
+        if answer["step"] != prev["step"] + 1:
+            return (
+                f"the twin stepped {answer['step'] - prev['step']} times since this env's last "
+                "step: another client calls sim/step on this twin (same namespace and "
+                "ROS_DOMAIN_ID)"
+            )
+        return None
+
+    def _diagnostics(self, answer: dict, started_s: float) -> str:
+        """Answers, call duration and the service graph, for the error message."""
+        name = self.session.topic("sim/step")
+        try:
+            graph = (
+                f"{self.session.node.count_services(name)} server(s) and "
+                f"{self.session.node.count_clients(name)} client(s) of {name} visible"
+            )
+        except Exception as e:  # noqa: BLE001 - diagnostics must not hide the real error
+            graph = f"service graph unavailable ({e})"
+        domain = self.session.domain_id
+        if domain is None:
+            domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        return (
+            f"Answer {answer}, previous answer {self._last_answer}; the call took "
+            f"{time.monotonic() - started_s:.3f} s; {graph} on ROS_DOMAIN_ID={domain}."
+        )
 
 
 class StreamTimeClock(RateClock):

@@ -16,13 +16,21 @@ Extra, twin only: ``<cam>/image_raw`` + ``<cam>/camera_info`` (IMAGE), ``task/st
 same stamp as the state), services ``task/reset`` (seed from parameter ``episode_seed``) and
 ``sim/step`` (lockstep mode).
 
+Safety limits: the read-only parameters of :mod:`drivers.arm_bridge.params` (defaults: the
+task's ``default_safety``), passed to ``make_sim_backend``, so the same limits apply in the
+bridge core and in the twin's own safety layer and watchdog. Invalid values: exit code 2.
+
+Answers identify the twin (``twin_id`` random per process, ``episode`` = ``task/reset`` calls,
+``step`` = steps since), so the env's lockstep clock can tell another client or a second twin
+in the same ROS domain from a control-rate mismatch (``drivers/CONTRACT.md``).
+
 Modes:
 
 - ``lockstep``: physics advances only on ``sim/step``: bridge tick (the newest target, clipped
   against the measured pose), one control period of physics, publish everything, respond
-  ``{"stamp_s": t}``. So that a target published just before the call is executed in this
-  period, ``sim/step`` first waits up to ``--command-wait-s`` (wall) for a target stamped at or
-  after the current sim time (a step without a fresh command goes ahead after the wait).
+  ``{"stamp_s": t, "twin_id", "episode", "step"}``. So that a target published just before
+  the call is executed in this period, ``sim/step`` first waits up to ``--command-wait-s``
+  (wall) for a target stamped at or after the current sim time (else it goes ahead).
 - ``realtime``: a wall-clock timer does the same once per control period.
 
 Threads: a multi-threaded executor; subscriptions and hold/estop run in a reentrant group,
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import threading
 import time
 
@@ -46,11 +55,17 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from drivers.arm_bridge.core import ArmBridge, BridgeConfig
-from drivers.arm_bridge.node import RESET_GRIPPER_PARAM, RESET_POSE_PARAM, BridgeInterface
+from drivers.arm_bridge.node import (
+    RESET_GRIPPER_PARAM,
+    RESET_POSE_PARAM,
+    BridgeInterface,
+    exit_bad_parameter,
+)
+from drivers.arm_bridge.params import BridgeParamError, declare_safety_parameters, describe_safety
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
-from robot_rl.core.types import ArmCommand, RobotState
-from sim.backend import SimBackend, make_sim_backend
+from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
+from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import SimConfig
 from sim.robot import SimRobot
 
@@ -127,28 +142,54 @@ def camera_info(backend: SimBackend, name: str, stamp_s: float) -> CameraInfo:
 class TwinNode(Node):
     """Node ``twin``: the twin's arm (behind the bridge core), cameras and task on ROS 2.
 
+    Builds the twin itself (``make_sim_backend``) once the safety parameters are read, so that
+    they reach the twin's own safety layer; :attr:`sim` is the backend (closed by the caller).
+
     Args:
-        backend: The built twin (``make_sim_backend``).
+        task: Task name (a key of ``sim.backend.TASKS``).
+        sim_cfg: Physics rate, cameras, image size.
+        env_cfg: Control rate.
         namespace: Arm namespace (``arm`` -> ``/arm/...``).
         mode: ``"lockstep"`` or ``"realtime"``.
         command_wait_s: Lockstep: longest wall wait in ``sim/step`` for a fresh target.
+
+    Raises:
+        ValueError: Unknown mode or task.
+        BridgeParamError: A safety parameter is invalid (the message names it).
     """
 
     def __init__(
         self,
-        backend: SimBackend,
+        task: str,
+        sim_cfg: SimConfig,
+        env_cfg: EnvConfig,
         namespace: str = "arm",
         mode: str = "lockstep",
         command_wait_s: float = 0.1,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {MODES}")
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(sorted(TASKS))}")
         super().__init__("twin", namespace=namespace)
+        safety = declare_safety_parameters(self, TASKS[task].default_safety)
+        backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety)
         self.sim = backend
+        self.twin_id = secrets.token_hex(4)
+        """Random per process: tells this twin's answers from another twin's."""
+        self.episode = 0
+        """``task/reset`` calls served (the scene reset at start-up is episode 0)."""
+        self.steps = 0
+        """Control periods stepped since the last scene reset."""
         self.mode = mode
         self.command_wait_s = command_wait_s
         self.lock = threading.RLock()
         self._fresh = threading.Event()
+        # Gripper commands accepted since start, and that count when physics last stepped:
+        # gripper/command and target_pose are separate topics whose callbacks may run in either
+        # order, so lockstep also waits for the step's gripper command (see _fresh_target_pending).
+        self._gripper_msgs = 0
+        self._gripper_msgs_at_step = 0
         self.declare_parameter("episode_seed", 0)
         self.declare_parameter("mode", mode)
         self.arm = TwinArmBackend(backend.robot)
@@ -157,11 +198,17 @@ class TwinNode(Node):
             cam.connect()
         # Lockstep: command stamps are sim time (the env's clock is the twin's), so a stale
         # command is detectable. Real time: the env may stamp with its own wall clock.
-        max_age = backend.safety.watchdog_timeout_s if mode == "lockstep" else None
-        self.bridge = ArmBridge(
-            self.arm, BridgeConfig(safety=backend.safety, max_command_age_s=max_age)
-        )
-        start = self._reset_task()
+        max_age = safety.watchdog_timeout_s if mode == "lockstep" else None
+        self.bridge = ArmBridge(self.arm, BridgeConfig(safety=safety, max_command_age_s=max_age))
+        self.get_logger().info(f"safety limits (read-only parameters): {describe_safety(safety)}")
+        try:
+            start = self._reset_task()
+        except UnsafeCommandError as e:
+            backend.close()
+            raise BridgeParamError(
+                f"{e}: the safety parameters (workspace_low_m, workspace_high_m, orientation_*) "
+                f"must contain the start poses of task {task!r}; widen them"
+            ) from e
         self.declare_parameter(RESET_POSE_PARAM, [float(v) for v in start])
         self.declare_parameter(RESET_GRIPPER_PARAM, 0.0)
         fast = ReentrantCallbackGroup()
@@ -174,6 +221,7 @@ class TwinNode(Node):
             callback_group=fast,
             on_change=self.publish_all,
             on_target=self._fresh.set,
+            on_gripper=self._on_gripper_accepted,
         )
         self._image_pubs = {
             c.name: (
@@ -205,6 +253,8 @@ class TwinNode(Node):
         start = np.asarray(self.sim.task.reset(np.random.default_rng(seed)), dtype=np.float64)
         self.bridge.reset(start, 0.0, self.now_s())
         self.sim.clock.reset()
+        self.steps = 0
+        self._gripper_msgs_at_step = self._gripper_msgs
         return start
 
     def step_once(self) -> float:
@@ -214,13 +264,24 @@ class TwinNode(Node):
             The new simulation time, seconds.
         """
         self.bridge.tick(self.now_s())
+        self._gripper_msgs_at_step = self._gripper_msgs
         self.sim.clock.tick()
+        self.steps += 1
         self.publish_all()
         return self.now_s()
 
+    def _on_gripper_accepted(self) -> None:
+        self._gripper_msgs += 1
+        self._fresh.set()
+
     def _fresh_target_pending(self) -> bool:
+        """A target stamped at or after now is queued and, once this twin has received any
+        gripper command (a client that sends them sends one with every target, gripper first),
+        the gripper command of this period has been processed too."""
         stamp = self.bridge.pending_stamp_s
-        return stamp is not None and stamp >= self.now_s() - 1e-9
+        if stamp is None or stamp < self.now_s() - 1e-9:
+            return False
+        return self._gripper_msgs == 0 or self._gripper_msgs > self._gripper_msgs_at_step
 
     def _wait_for_fresh_target(self) -> None:
         deadline = time.monotonic() + self.command_wait_s
@@ -270,7 +331,8 @@ class TwinNode(Node):
         self._wait_for_fresh_target()
         with self.lock:
             t = self.step_once()
-        response.success, response.message = True, json.dumps({"stamp_s": t})
+            ids = {"twin_id": self.twin_id, "episode": self.episode, "step": self.steps}
+        response.success, response.message = True, json.dumps({"stamp_s": t, **ids})
         return response
 
     def _srv_task_reset(
@@ -283,10 +345,16 @@ class TwinNode(Node):
                 response.success, response.message = False, f"task/reset failed: {e}"
                 self.get_logger().error(response.message)
                 return response
+            self.episode += 1
             self.publish_all()
             response.success = True
             response.message = json.dumps(
-                {"start_pose": [float(v) for v in start], "stamp_s": self.now_s()}
+                {
+                    "start_pose": [float(v) for v in start],
+                    "stamp_s": self.now_s(),
+                    "twin_id": self.twin_id,
+                    "episode": self.episode,
+                }
             )
         return response
 
@@ -315,12 +383,24 @@ def main(argv: list[str] | None = None) -> None:
         image_height=args.image_size,
         image_width=args.image_size,
     )
-    backend = make_sim_backend(args.task, sim_cfg, EnvConfig(control_hz=args.control_hz))
     rclpy.init(args=ros_args)
-    node = TwinNode(backend, args.ns, args.mode, args.command_wait_s)
+    try:
+        node = TwinNode(
+            args.task,
+            sim_cfg,
+            EnvConfig(control_hz=args.control_hz),
+            args.ns,
+            args.mode,
+            args.command_wait_s,
+        )
+    except BridgeParamError as e:
+        exit_bad_parameter("twin", e)
+    backend = node.sim
     executor = MultiThreadedExecutor(num_threads=3)
     executor.add_node(node)
-    node.get_logger().info(f"twin ready: task={args.task} mode={args.mode} ns=/{args.ns}")
+    node.get_logger().info(
+        f"twin ready: task={args.task} mode={args.mode} ns=/{args.ns} id={node.twin_id}"
+    )
     try:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

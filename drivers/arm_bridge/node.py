@@ -15,8 +15,13 @@ node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
 Lifecycle (STYLE.md #13): configure = ``backend.connect()``, activate = allow motion (control
 and state timers run), deactivate = hold (commands refused), cleanup = ``backend.disconnect()``.
 
-Run: ``python -m drivers.arm_bridge.node --backend package.module:factory [--ns arm]`` where
-``factory()`` returns an :class:`ArmBackend` (e.g. the Franka backend).
+Safety limits are read-only ROS 2 parameters named like the :class:`SafetyConfig` fields
+(:mod:`drivers.arm_bridge.params`), read once at start-up: invalid values make ``main()`` log
+the parameter and exit with code 2; a run-time change is refused.
+
+Run: ``python -m drivers.arm_bridge.node --backend package.module:factory [--ns arm]
+[--ros-args -p workspace_high_m:=[0.7, 0.3, 0.4]]`` where ``factory()`` returns an
+:class:`ArmBackend` (e.g. the Franka backend).
 """
 
 from __future__ import annotations
@@ -24,12 +29,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from typing import NoReturn
 
 import numpy as np
 import rclpy
+import rclpy.logging
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.callback_groups import CallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -41,6 +50,13 @@ from std_srvs.srv import Trigger
 
 from drivers.arm_bridge.backend import ArmBackend
 from drivers.arm_bridge.core import ArmBridge, BridgeConfig
+from drivers.arm_bridge.params import (
+    EXIT_BAD_PARAMETER,
+    BridgeParamError,
+    declare_safety_parameters,
+    describe_safety,
+    safety_to_dict,
+)
 from drivers.ros import convert, qos
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.types import RobotState, UnsafeCommandError
@@ -64,6 +80,7 @@ class BridgeInterface:
             reentrant group, so they never wait behind a long service call except on ``lock``).
         on_change: Called (under ``lock``) after every service call, e.g. to publish state.
         on_target: Called (under ``lock``) after a target was accepted.
+        on_gripper: Called (under ``lock``) after a gripper command was accepted.
     """
 
     def __init__(
@@ -76,6 +93,7 @@ class BridgeInterface:
         callback_group: CallbackGroup | None = None,
         on_change: Callable[[], None] | None = None,
         on_target: Callable[[], None] | None = None,
+        on_gripper: Callable[[], None] | None = None,
     ) -> None:
         self.node = node
         self.bridge = bridge
@@ -84,6 +102,7 @@ class BridgeInterface:
         self.accepting = accepting
         self.on_change = on_change or (lambda: None)
         self.on_target = on_target or (lambda: None)
+        self.on_gripper = on_gripper or (lambda: None)
         group = callback_group or ReentrantCallbackGroup()
         if not node.has_parameter(RESET_POSE_PARAM):
             node.declare_parameter(RESET_POSE_PARAM, [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0])
@@ -100,6 +119,7 @@ class BridgeInterface:
             )
         }
         self._status_pub = node.create_publisher(String, "status", qos.STATUS)
+        self._safety = safety_to_dict(bridge.config.safety)
         self._subs = [
             node.create_subscription(
                 PoseStamped, "target_pose", self._on_target, qos.COMMAND, callback_group=group
@@ -123,8 +143,9 @@ class BridgeInterface:
             pub.publish(msg)
 
     def publish_status(self) -> None:
-        """Publish the bridge status JSON."""
-        self._status_pub.publish(String(data=json.dumps(self.bridge.status())))
+        """Publish the bridge status JSON (with the safety limits in force)."""
+        status = {**self.bridge.status(), "safety": self._safety}
+        self._status_pub.publish(String(data=json.dumps(status)))
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -157,7 +178,9 @@ class BridgeInterface:
             if not self.accepting():
                 self.bridge.reject_malformed("bridge is not active; command refused", now)
                 return
-            if not self.bridge.submit_gripper(float(msg.data), now):
+            if self.bridge.submit_gripper(float(msg.data), now):
+                self.on_gripper()
+            else:
                 self._warn(str(self.bridge.last_error))
 
     # -- services ---------------------------------------------------------------------------
@@ -231,19 +254,25 @@ class ArmBridgeNode(LifecycleNode):
     """Lifecycle node ``arm_bridge`` around an :class:`ArmBridge` and any backend.
 
     Parameters: ``control_hz`` (bridge tick rate = the env's control rate, default 10),
-    ``state_hz`` (state publishing rate, default 100), ``reset_pose``, ``reset_gripper``.
+    ``state_hz`` (state publishing rate, default 100), ``reset_pose``, ``reset_gripper``, and
+    the read-only safety limits (:mod:`drivers.arm_bridge.params`; defaults ``config.safety``).
     Time base: ``time.monotonic()``.
 
     Args:
         backend: The arm.
-        config: Safety limits and command checks.
+        config: Command checks; its ``safety`` gives the safety parameters' defaults.
         namespace: ROS namespace (``/arm``).
+
+    Raises:
+        BridgeParamError: A safety parameter is invalid (the message names it).
     """
 
     def __init__(self, backend: ArmBackend, config: BridgeConfig, namespace: str = "arm") -> None:
         super().__init__("arm_bridge", namespace=namespace)
         self.backend = backend
-        self.config = config
+        safety = declare_safety_parameters(self, config.safety)
+        self.config = replace(config, safety=safety)
+        self.get_logger().info(f"safety limits (read-only parameters): {describe_safety(safety)}")
         self.declare_parameter("control_hz", 10.0)
         self.declare_parameter("state_hz", 100.0)
         self.lock = threading.RLock()
@@ -334,6 +363,13 @@ def _load_factory(path: str) -> Callable[[], ArmBackend]:
     return getattr(importlib.import_module(module), name)
 
 
+def exit_bad_parameter(node_name: str, error: BridgeParamError) -> NoReturn:
+    """Log an invalid parameter, shut rclpy down and exit with :data:`EXIT_BAD_PARAMETER`."""
+    rclpy.logging.get_logger(node_name).fatal(f"invalid parameter, not starting: {error}")
+    rclpy.try_shutdown()
+    sys.exit(EXIT_BAD_PARAMETER)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: build the backend, configure + activate, spin until Ctrl-C / SIGTERM."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -341,7 +377,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ns", default="arm", help="ROS namespace of the arm")
     args, ros_args = parser.parse_known_args(argv)
     rclpy.init(args=ros_args)
-    node = ArmBridgeNode(_load_factory(args.backend)(), BridgeConfig(SafetyConfig()), args.ns)
+    try:
+        node = ArmBridgeNode(_load_factory(args.backend)(), BridgeConfig(SafetyConfig()), args.ns)
+    except BridgeParamError as e:
+        exit_bad_parameter("arm_bridge", e)
     executor = MultiThreadedExecutor(num_threads=3)
     executor.add_node(node)
     try:

@@ -4,6 +4,10 @@
     python -m drivers.franka.node --robot-ip 127.0.0.1 --ns arm      # franka-sim
     python -m drivers.franka.node --ns arm --ros-args -p robot_ip:=172.16.0.2
 
+Safety limits come from the read-only ROS 2 parameters of :mod:`drivers.arm_bridge.params`
+(``launch/franka_realsense.yaml`` passes them; defaults: :class:`SafetyConfig`). An invalid value
+exits with code 2 before the arm is connected.
+
 Topics, services and the status JSON are the contract's (``drivers/CONTRACT.md``). Reflexes
 are recovered by the bridge: the backend reports the error (``auto_recover=False``), the
 bridge's next tick calls ``clear_error()`` (libfranka's automaticErrorRecovery), counts it in
@@ -23,7 +27,8 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 
 from drivers.arm_bridge.core import BridgeConfig
-from drivers.arm_bridge.node import ArmBridgeNode
+from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter
+from drivers.arm_bridge.params import BridgeParamError
 from drivers.franka.backend import FrankaBackend, FrankaConfig
 from drivers.franka.gripper import GripperConfig
 from robot_rl.core.safety import SafetyConfig
@@ -49,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     args, ros_args = parser.parse_known_args(argv)
     rclpy.init(args=ros_args)
     backend = build_backend(args.robot_ip, gripper=not args.no_gripper)
-    node = ArmBridgeNode(backend, BridgeConfig(SafetyConfig(), auto_recover=True), args.ns)
+    try:
+        node = ArmBridgeNode(backend, BridgeConfig(SafetyConfig(), auto_recover=True), args.ns)
+    except BridgeParamError as e:
+        exit_bad_parameter("arm_bridge", e)  # before configure: the arm was never connected
     # A launch file may give the address as ROS parameter ``robot_ip`` (it wins over the flag).
     robot_ip = str(node.declare_parameter("robot_ip", args.robot_ip).value)
     backend.config = replace(backend.config, robot_ip=robot_ip)

@@ -11,11 +11,13 @@ Append new fixtures at the end; keep this file small.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,16 +34,47 @@ PYTHON = sys.executable
 
 
 class DomainIds:
-    """Hands out ROS domain ids from ``[start, stop)`` (offset per xdist worker), cycling."""
+    """Hands out ROS domain ids from ``[start, stop)`` (offset per xdist worker), cycling.
+
+    Each id is leased across processes (an ``flock`` on a file in :attr:`LOCK_DIR`, held until
+    this process exits): an id another live pytest process holds is skipped. Two test runs in
+    one domain answer each other's service calls (two twins both answer ``sim/step``), which
+    failed as "sim/step advanced time from 0.1 to 0.1".
+    """
+
+    LOCK_DIR = Path(tempfile.gettempdir()) / "robot_rl_ros_domains"
 
     def __init__(self, start: int, stop: int) -> None:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
         offset = int(worker[2:]) if worker[2:].isdigit() else 0
         n = stop - start
+        self._range = (start, stop)
         self._ids = itertools.cycle([start + (offset * 7 + i) % n for i in range(n)])
+        self._held: dict[int, Any] = {}
 
     def next(self) -> int:
-        return next(self._ids)
+        for _ in range(self._range[1] - self._range[0]):
+            domain = next(self._ids)
+            if domain in self._held or self._lease(domain):
+                return domain
+        raise RuntimeError(
+            f"every ROS domain id in {self._range} is leased by another test process (lock files "
+            f"in {self.LOCK_DIR}); wait for the other pytest runs to finish"
+        )
+
+    def _lease(self, domain: int) -> bool:
+        try:
+            self.LOCK_DIR.mkdir(exist_ok=True)
+            f = open(self.LOCK_DIR / f"{domain}.lock", "a")  # noqa: SIM115 - held until exit
+        except OSError:  # no writable temp dir: hand the id out unleased, as before
+            return True
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            return False
+        self._held[domain] = f
+        return True
 
 
 A1_DOMAINS = DomainIds(10, 30)  # arm bridge / twin node tests (helper A1)
