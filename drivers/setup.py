@@ -423,6 +423,11 @@ def _parse_node(where: _Where, raw: Any, key: str, variables: Mapping[str, str])
 def _param_text(value: Scalar | tuple[Scalar, ...]) -> str:
     """A parameter value in ROS 2's ``-p name:=value`` YAML syntax."""
     if isinstance(value, tuple):
+        # ROS 2 parameter arrays are homogeneous: [0, 0.2] would be refused, so a list that
+        # mixes ints and floats is written as floats ([0.0, 0.2]).
+        numbers = [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) == len(value) and any(isinstance(v, float) for v in numbers):
+            value = tuple(float(v) for v in numbers)
         return "[" + ", ".join(_param_text(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -149,7 +149,7 @@ def test_parameters_become_ros_args() -> None:
     argv = parse_setup(raw).node("twin").command("py")
     i = argv.index("--ros-args")
     assert argv[i + 1 :] == [
-        "-p", "ip:=10.0.0.2", "-p", "hz:=100", "-p", "on:=true", "-p", "v:=[1.0, 2]",
+        "-p", "ip:=10.0.0.2", "-p", "hz:=100", "-p", "on:=true", "-p", "v:=[1.0, 2.0]",
         "-p", "s:='5'",
     ]  # fmt: skip
 
