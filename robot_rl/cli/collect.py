@@ -80,12 +80,6 @@ def same_data_settings(stored: dict | None, env: LearnerEnvConfig) -> bool:
     stored = {k: v for k, v in stored.items() if k != "max_episode_steps"}
     return stored == env.data_settings()
 
-    @staticmethod
-    def from_json(d: dict) -> LearnerEnvConfig:
-        d = dict(d)
-        d["cameras"] = tuple(d.get("cameras", ()))
-        return LearnerEnvConfig(**d)
-
 
 @dataclass(frozen=True)
 class CollectConfig:
