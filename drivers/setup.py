@@ -21,6 +21,9 @@ Schema (unknown keys are errors; every error names the file and the offending ke
       - {name: front, height: 128, width: 128}
     safety: {...}                  # optional SafetyConfig fields: the env's local copy of the
                                    # bridge's limits (reporting only; the bridge enforces)
+    time_base: monotonic           # optional: time base of the stamps (see Setup.time_base)
+    reset_pose: [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0]   # hardware: episode start pose
+    reset_jitter_m: [0.02, 0.02, 0.0]                 # hardware: optional start jitter
     nodes:
       - name: twin                 # unique; log file <name>.log
         module: sim.ros_node       # run as `python -m <module>`
@@ -46,11 +49,13 @@ from typing import Any
 
 import yaml
 
+from drivers.ros_hw_task import check_reset_pose
 from robot_rl.core.safety import SafetyConfig
 
 RESTART_POLICIES = ("never", "on-failure")
 CLOCKS = ("realtime", "lockstep")
 ROBOTS = ("twin", "hardware")
+TIME_BASES = ("monotonic", "stream")
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
@@ -152,6 +157,16 @@ class Setup:
         safety: The env's local copy of the bridge's limits (None: the task's default).
         nodes: Processes to run.
         source: File the setup came from (for messages).
+        time_base: Time base of the robot-side stamps, which the env clock's ``now_s()`` must
+            share (staleness checks, command stamps): ``monotonic`` (``time.monotonic()``, the
+            contract for hardware drivers; the default on hardware) or ``stream`` (any other
+            base: the env estimates now as the newest stamp plus the time since it arrived;
+            the twin's sim time, the only choice on a twin, or drivers that stamp with another
+            clock, such as a twin standing in for the arm of a hardware setup).
+        reset_pose: Hardware: the episode start pose [x, y, z, qw, qx, qy, qz] (metres, base
+            frame, inside the safety limits); None on a twin (its task chooses).
+        reset_jitter_m: Hardware: per-axis (x, y, z) half-width of a uniform start position
+            offset drawn with the env's seed, metres (clipped into the safety box).
     """
 
     name: str
@@ -166,6 +181,9 @@ class Setup:
     safety: SafetyConfig | None
     nodes: tuple[NodeSpec, ...]
     source: str = "<setup>"
+    time_base: str = "stream"
+    reset_pose: tuple[float, ...] | None = None
+    reset_jitter_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name``."""
@@ -207,6 +225,9 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
         "cameras",
         "safety",
         "nodes",
+        "time_base",
+        "reset_pose",
+        "reset_jitter_m",
     }
     where.no_unknown(top, allowed, "")
     namespace = where.get(top, "namespace", str, "", default="arm")
@@ -239,6 +260,12 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     if len(set(cam_names)) != len(cam_names):
         where.fail("cameras", f"camera names must be unique, got {cam_names}")
     safety = _parse_safety(where, top.get("safety"))
+    time_base = where.choice(
+        top, "time_base", TIME_BASES, "", default="stream" if robot == "twin" else "monotonic"
+    )
+    if robot == "twin" and time_base != "stream":
+        where.fail("time_base", "the twin stamps with sim time: use stream (or leave it out)")
+    reset_pose, reset_jitter_m = _parse_reset(where, top, robot, safety)
     raw_nodes = where.get(top, "nodes", list, "")
     if not raw_nodes:
         where.fail("nodes", "list at least one node")
@@ -263,6 +290,9 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
         safety=safety,
         nodes=nodes,
         source=source,
+        time_base=time_base,
+        reset_pose=reset_pose,
+        reset_jitter_m=reset_jitter_m,
     )
 
 
@@ -341,6 +371,35 @@ def _parse_safety(where: _Where, raw: Any) -> SafetyConfig | None:
     except (TypeError, ValueError) as e:
         where.fail("safety", str(e))
     raise AssertionError("unreachable")
+
+
+def _parse_reset(
+    where: _Where, top: Mapping, robot: str, safety: SafetyConfig | None
+) -> tuple[tuple[float, ...] | None, tuple[float, float, float]]:
+    given = [k for k in ("reset_pose", "reset_jitter_m") if top.get(k) is not None]
+    if robot == "twin" and given:
+        where.fail(given[0], "is for robot: hardware (the twin's task chooses its start pose)")
+    if "reset_jitter_m" in given and "reset_pose" not in given:
+        where.fail("reset_jitter_m", "needs reset_pose (the pose it jitters)")
+    if "reset_pose" not in given:
+        return None, (0.0, 0.0, 0.0)
+    values = {}
+    for key, n in (("reset_pose", 7), ("reset_jitter_m", 3)):
+        raw = where.get(top, key, list, "", default=[0.0] * n)
+        if len(raw) != n or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw
+        ):
+            where.fail(key, f"expected a list of {n} numbers, got {raw!r}")
+        values[key] = tuple(float(v) for v in raw)
+    try:
+        pose = check_reset_pose(
+            values["reset_pose"], values["reset_jitter_m"], safety or SafetyConfig()
+        )
+    except ValueError as e:
+        key = "reset_jitter_m" if "reset_jitter_m" in str(e) else "reset_pose"
+        where.fail(key, f"{e}" + ("" if safety else " (no safety: the default SafetyConfig)"))
+    x, y, z = values["reset_jitter_m"]
+    return tuple(float(v) for v in pose), (x, y, z)
 
 
 def _substitute(where: _Where, value: Any, key: str, variables: Mapping[str, str]) -> Any:

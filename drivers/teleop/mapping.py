@@ -19,8 +19,9 @@ Gripper rule: gripper axis >= :attr:`TeleopMapConfig.gripper_threshold` -> closu
 (closed); <= -threshold -> 0 (open); otherwise ``None`` (no change).
 
 On ``teleop/joy`` (``drivers/CONTRACT.md``) the same reading travels as ``axes = twist (6) +
-[gripper axis]`` and ``buttons = [intervene, success, failure, reset]``;
-:func:`joy_from_state` and :func:`state_from_joy` convert both ways (no ROS types here).
+[gripper axis]`` and ``buttons = [intervene, success, failure, reset, discard]`` (messages with
+the first four only, from older publishers, are still accepted); :func:`joy_from_state` and
+:func:`state_from_joy` convert both ways (no ROS types here).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ GRIPPER_ACTIONS = ("gripper_close", "gripper_open")
 ACTIONS = BUTTONS + GRIPPER_ACTIONS
 """Every logical action a device button or key can be mapped to."""
 
-JOY_BUTTONS = ("intervene", "success", "failure", "reset")
+JOY_BUTTONS = ("intervene", "success", "failure", "reset", "discard")
 """Order of ``sensor_msgs/Joy.buttons`` on ``teleop/joy`` (``drivers/CONTRACT.md``)."""
+
+JOY_BUTTONS_V1 = JOY_BUTTONS[:4]
+"""The first four slots only (before ``discard`` had a slot); still accepted on input."""
 
 TWIST_AXES = ("vx", "vy", "vz", "wx", "wy", "wz")
 """Order of the six twist axes (base frame, unit-less [-1, 1])."""
@@ -178,7 +182,7 @@ def joy_from_state(state: TeleopState) -> tuple[list[float], list[int]]:
     """TeleopState -> (axes, buttons) of ``teleop/joy``.
 
     ``axes`` = the six twist values + the gripper axis (+1 close, -1 open, 0 no change);
-    ``buttons`` = :data:`JOY_BUTTONS` as 1/0. ``discard`` has no slot on the wire.
+    ``buttons`` = :data:`JOY_BUTTONS` as 1/0 (five slots, ``discard`` last).
     """
     g = 0.0 if state.gripper is None else (1.0 if state.gripper >= 0.5 else -1.0)
     axes = [float(v) for v in np.asarray(state.twist, dtype=np.float64)] + [g]
@@ -191,18 +195,23 @@ def state_from_joy(
 ) -> TeleopState:
     """``teleop/joy`` (axes, buttons) -> TeleopState; the inverse of :func:`joy_from_state`.
 
+    Accepts five buttons (:data:`JOY_BUTTONS`) or the older four (:data:`JOY_BUTTONS_V1`, no
+    ``discard``).
+
     Raises:
-        ValueError: Not 7 axes / 4 buttons, or a non-finite or out-of-range axis.
+        ValueError: Not 7 axes / 4 or 5 buttons, or a non-finite or out-of-range axis.
     """
-    if len(axes) != 7 or len(buttons) != len(JOY_BUTTONS):
+    if len(axes) != 7 or len(buttons) not in (len(JOY_BUTTONS_V1), len(JOY_BUTTONS)):
         raise ValueError(
             f"teleop/joy needs 7 axes (twist + gripper) and {len(JOY_BUTTONS)} buttons "
-            f"{JOY_BUTTONS}, got {len(axes)} axes and {len(buttons)} buttons"
+            f"{JOY_BUTTONS} (or the first {len(JOY_BUTTONS_V1)}), got {len(axes)} axes and "
+            f"{len(buttons)} buttons"
         )
     a = np.asarray(axes, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(np.abs(a) > 1.0 + 1e-6):
         raise ValueError(f"teleop/joy axes must be finite and in [-1, 1], got {a}")
     g = float(a[6])
     gripper = 1.0 if g >= gripper_threshold else (0.0 if g <= -gripper_threshold else None)
-    pressed = frozenset(b for b, v in zip(JOY_BUTTONS, buttons, strict=True) if v)
+    names = JOY_BUTTONS[: len(buttons)]
+    pressed = frozenset(b for b, v in zip(names, buttons, strict=True) if v)
     return TeleopState(stamp_s=float(stamp_s), twist=a[:6].copy(), gripper=gripper, buttons=pressed)

@@ -7,7 +7,7 @@ Node ``teleop`` in namespace ``--ns``. Every ``1 / rate_hz`` s it reads the devi
 (:class:`drivers.teleop.base.DeviceTeleop`, all logic there) and publishes
 ``teleop/twist`` (geometry_msgs/TwistStamped, unit-less [-1, 1] per axis, frame ``base``, SENSOR
 QoS) and ``teleop/joy`` (sensor_msgs/Joy: axes = twist + gripper axis, buttons = intervene,
-success, failure, reset; COMMAND QoS), both stamped with the monotonic read time
+success, failure, reset, discard; COMMAND QoS), both stamped with the monotonic read time
 (``drivers/CONTRACT.md``).
 
 Replay: ``--device replay --file F`` plays F in real time through the recorded device's parser.

@@ -9,6 +9,8 @@ Composition order (innermost first)::
       -> ObjectState                                  (declared sim object state -> obs)
       -> GripperDiscretize -> RelativeFrame          (action / frame wrappers)
       -> ImageCropResize -> FlattenState -> TimeLimit (observation / episode wrappers)
+      -> Intervention                                 (training with --human: outermost;
+                                                       see with_sim_human)
 
 Action wrappers sit next to the base env so that their inverses map a base-frame action (a
 scripted expert's, later a human's) into the policy's action space in one pass.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +33,7 @@ from robot_rl.core.specs import ArraySpec
 from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
+from sim.human import HumanConfig, SimHumanTeleop, SimulatedHuman
 
 
 class UnknownTaskError(ValueError):
@@ -246,6 +250,31 @@ def apply_wrappers(
     if cfg.time_limit_steps is not None:
         env = w.TimeLimit(env, cfg.time_limit_steps)
     return env
+
+
+def with_sim_human(
+    env: gym.Env,
+    backend: SimBackend,
+    human: HumanConfig,
+    cfg: Any = None,
+    seed: int = 0,
+) -> gym.Env:
+    """``env`` with a simulated human able to take over: the task's scripted expert as a
+    :class:`sim.human.SimulatedHuman` behind a :class:`sim.human.SimHumanTeleop`, read by an
+    outermost :class:`robot_rl.wrappers.Intervention` (returned; it is also the trainer's
+    ``intervention``).
+
+    Args:
+        env: The wrapped twin env from :func:`make_env`.
+        backend: Its backend (provides the expert).
+        human: When the human takes over.
+        cfg: ``robot_rl.wrappers.InterventionConfig`` (None: defaults).
+        seed: Seeds the human's per-episode randomness (with each reset seed).
+    """
+    from robot_rl.wrappers import Intervention
+
+    teleop = SimHumanTeleop(SimulatedHuman(backend.make_expert(), human), seed=seed)
+    return Intervention(env, teleop, cfg)
 
 
 def base_to_policy_action(env: gym.Env) -> Callable[[np.ndarray], np.ndarray]:

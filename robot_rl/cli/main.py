@@ -7,6 +7,9 @@ Subcommands:
     train    train SAC with demo mixing (embedded: one process); checkpoints, resume, plot.
     eval     evaluate a run's latest checkpoint (deterministic policy), optional video.
     up       start and supervise the ROS 2 nodes of a setup (launch/*.yaml).
+    record   teleoperate over ROS 2 and record demonstrations (zarr).
+    label    teleoperate over ROS 2 and label frames success / not (zarr) for reward models.
+    dataset  summarise a dataset (info) or export it to the LeRobot format (export).
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
 variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
@@ -76,7 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.cli import collect, envs_cmd, eval_cmd, rollout, train, up
+    from robot_rl.cli import collect, dataset_cmd, envs_cmd, eval_cmd, rollout, train, up
+    from robot_rl.cli import label as label_cmd
+    from robot_rl.cli import record as record_cmd
     from robot_rl.cli.factory import UnknownTaskError
 
     try:
@@ -88,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "train": train.TrainCmdConfig,
                 "eval": eval_cmd.EvalCmdConfig,
                 "up": up.UpConfig,
+                "record": record_cmd.RecordConfig,
+                "label": label_cmd.LabelConfig,
+                "dataset": dataset_cmd.DatasetCmd,
             },
             prog="robot-rl",
             description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
@@ -96,6 +104,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ValueError as e:  # a config's __post_init__ rejected the options
         return _error(str(e))
+
+    for cls, run, report in (
+        (record_cmd.RecordConfig, record_cmd.run_record, record_cmd.print_report),
+        (label_cmd.LabelConfig, label_cmd.run_label, label_cmd.print_report),
+    ):
+        if isinstance(cfg, cls):
+            try:
+                result = run(cfg)
+            except (*_user_errors(), TimeoutError) as e:  # TimeoutError: ROS 2 nodes
+                return _error(f"{type(e).__name__}: {e}")
+            if cfg.json:
+                _emit_json(result)
+            else:
+                report(result)
+            return 0
 
     if isinstance(cfg, up.UpConfig):
         try:
@@ -119,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (collect.CollectConfig, collect.run_collect, collect.print_report),
         (train.TrainCmdConfig, train.run_train, train.print_report),
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
+        (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dataset_cmd.print_info),
+        (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, dataset_cmd.print_export),
     )
     for cls, run, report in learner_cmds:
         if isinstance(cfg, cls):

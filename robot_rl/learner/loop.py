@@ -29,6 +29,17 @@ episode. Without ``resume`` an existing, non-empty run directory is refused.
 
 Determinism: with the same seed and config, the first updates' losses are identical (the agent,
 action sampling, batch sampling and env resets each take their own seeded generator).
+
+Human interventions (``intervention``: the env's outermost
+:class:`robot_rl.wrappers.Intervention`, seen through
+:class:`robot_rl.core.intervention.InterventionSource`): after every step the loop reads the
+wrapper's record; an intervened step is logged with the executed (human) action, the policy's
+proposal in ``policy_action`` and ``intervened=True``, and routed by
+``TrainConfig.intervention_mode`` (:mod:`robot_rl.learner.routing`; the resume rebuild routes
+the log the same way). Per episode the takeovers, intervened steps and rate go to tensorboard
+(``train/interventions``, ``train/intervened_steps``, ``train/intervention_rate``), the
+progress bar and the episode's log metadata; every ``eval.jsonl`` row carries the run's
+cumulative ``interventions`` and ``intervened_steps``.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +57,7 @@ import numpy as np
 import torch
 
 from robot_rl.core import keys
+from robot_rl.core.intervention import InterventionSource
 from robot_rl.learner.checkpoint import (
     TrainerState,
     latest_checkpoint,
@@ -56,22 +68,30 @@ from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.evaluate import ActionMap, evaluate
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
-from robot_rl.replay import EpisodeLog, Mixer, ObsAdapter, ReplayBuffer, rebuild_buffer
+from robot_rl.learner.progress import Progress
+from robot_rl.learner.routing import Router
+from robot_rl.learner.rundir import (
+    CONFIG_JSON,
+    CURVE_PNG,
+    EVAL_JSONL,
+    LOG_ZARR,
+    SOURCE_ONLINE,
+    TB_DIR,
+    NothingToResumeError,
+    RunExistsError,
+    prepare_run_dir,
+    read_run_config,
+)
+from robot_rl.replay import EpisodeLog, Mixer, ObsAdapter, ReplayBuffer
 
-CONFIG_JSON = "config.json"
-LOG_ZARR = "log.zarr"
-EVAL_JSONL = "eval.jsonl"
-CURVE_PNG = "learning_curve.png"
-TB_DIR = "tb"
-SOURCE_ONLINE = "online"
-
-
-class RunExistsError(FileExistsError):
-    """The run directory exists and ``resume`` was not requested."""
-
-
-class NothingToResumeError(FileNotFoundError):
-    """``resume`` was requested but the run directory holds no run."""
+__all__ = [
+    "CONFIG_JSON",
+    "NothingToResumeError",
+    "RunExistsError",
+    "TrainResult",
+    "Trainer",
+    "read_run_config",
+]
 
 
 @dataclass(frozen=True)
@@ -85,28 +105,6 @@ class TrainResult:
     final_eval: dict
     learning_curve: str
     checkpoint: str
-
-
-def _jsonable(x: Any) -> Any:
-    if is_dataclass(x) and not isinstance(x, type):
-        return _jsonable(asdict(x))
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, Path):
-        return str(x)
-    if isinstance(x, (np.integer, np.floating)):
-        return x.item()
-    return x
-
-
-def read_run_config(run_dir: Path) -> dict:
-    """The run's ``config.json`` (raises :class:`NothingToResumeError` if absent)."""
-    path = Path(run_dir) / CONFIG_JSON
-    if not path.exists():
-        raise NothingToResumeError(f"{run_dir} is not a run directory (no {CONFIG_JSON})")
-    return json.loads(path.read_text())
 
 
 class Trainer:
@@ -126,6 +124,10 @@ class Trainer:
             ``robot-rl eval`` can rebuild the env and agent).
         device: Torch device of the RAM buffers (the agent chooses its own).
         on_update: Optional hook ``(update_index, metrics)`` after every learner update.
+        intervention: The env's intervention wrapper (usually ``env`` itself, outermost), or
+            None without a teleop. With ``intervention_mode="hil-serl"`` (and on resume) the
+            demo buffer gets room for ``buffer_capacity`` intervened transitions (an empty one
+            is created without demos).
     """
 
     def __init__(
@@ -140,7 +142,13 @@ class Trainer:
         run_meta: Mapping[str, Any] | None = None,
         device: str = "cpu",
         on_update: Callable[[int, dict], None] | None = None,
+        intervention: InterventionSource | None = None,
     ) -> None:
+        if intervention is not None and not isinstance(intervention, InterventionSource):
+            raise TypeError(
+                f"intervention must expose last_step and episode_stats (an Intervention "
+                f"wrapper), got {type(intervention).__name__}"
+            )
         self.env, self.eval_env, self.cfg = env, eval_env, cfg
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)
@@ -151,7 +159,7 @@ class Trainer:
         self.resume = resume
         self.device = device
         self.on_update = on_update
-        self._check_run_dir(run_meta)
+        prepare_run_dir(self.run_dir, resume, cfg, self.layout, self.action_dim, run_meta)
         torch.set_num_threads(cfg.num_threads)
         self.agent = make_agent(self.layout, self.action_dim)
         self.state = TrainerState()
@@ -160,40 +168,24 @@ class Trainer:
         self.random_rng = np.random.default_rng((cfg.seed, 2))
         self.act_gen = torch.Generator().manual_seed(cfg.seed + 3)
         self.online = ReplayBuffer(cfg.buffer_capacity, self.layout, self.action_dim, device)
-        self.mixer = Mixer(self.online, self.demos, cfg.demo_fraction)
+        self.intervention = intervention
+        self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
+        if cfg.intervention_mode == "hil-serl" and (intervention is not None or resume):
+            if self.demos is not None:
+                self.demo_buffer = self.demos.resized(len(self.demos) + cfg.buffer_capacity)
+            else:
+                self.demo_buffer = ReplayBuffer(
+                    cfg.buffer_capacity, self.layout, self.action_dim, device
+                )
+        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
+        self.router = Router(cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty)
+        self.interventions_total = 0  # takeovers over the run (resume: counted from the log)
+        self.intervened_steps_total = 0
         self._evals: list[dict] = []
         self.log: EpisodeLog | None = None
         self.norm: StateNormalizer | None = None
 
     # -- run directory -----------------------------------------------------------------------
-
-    def _check_run_dir(self, run_meta: Mapping[str, Any] | None) -> None:
-        d = self.run_dir
-        if self.resume:
-            cfg = read_run_config(d)
-            if (d / LOG_ZARR).exists() is False:
-                raise NothingToResumeError(f"{d} has no {LOG_ZARR}; start a new run without resume")
-            if cfg.get("action_dim") != self.action_dim or cfg.get("layout") != _jsonable(
-                self.layout
-            ):
-                raise ValueError(
-                    f"the env's observation layout / action size differ from the run in {d}; "
-                    "resume with the same task and observation settings"
-                )
-            return
-        if d.exists() and any(d.iterdir()):
-            raise RunExistsError(
-                f"run directory {d} already exists; pass --resume to continue it, or choose "
-                "another --run"
-            )
-        d.mkdir(parents=True, exist_ok=True)
-        config = {
-            "train": _jsonable(self.cfg),
-            "layout": _jsonable(self.layout),
-            "action_dim": self.action_dim,
-            **_jsonable(dict(run_meta or {})),
-        }
-        (d / CONFIG_JSON).write_text(json.dumps(config, indent=1))
 
     def open(self) -> EpisodeLog:
         """Open (or create) the run's log; on resume restore the agent, counters, RNGs and the
@@ -219,7 +211,9 @@ class Trainer:
             if self.state.state_norm is not None:
                 self.norm = StateNormalizer.from_json(self.state.state_norm)
         online = [m for m in log.episodes if m.source == SOURCE_ONLINE]
-        rebuild_buffer(log, self.online, sources=(SOURCE_ONLINE,))
+        got = self.router.rebuild(log, (SOURCE_ONLINE,), read_unknown=self.intervention is not None)
+        self.interventions_total = got.interventions
+        self.intervened_steps_total = got.intervened_steps
         self.state.env_steps = int(sum(m.length for m in online))
         self.state.episodes = len(online)
         evals_path = self.run_dir / EVAL_JSONL
@@ -244,7 +238,7 @@ class Trainer:
             self.open()
         log, st = self.log, self.state
         tb = SummaryWriter(str(self.run_dir / TB_DIR))
-        bar = _Progress(cfg.total_env_steps, cfg.progress)
+        bar = Progress(cfg.total_env_steps, cfg.progress)
         try:
             random_steps = 0 if self.demos is not None else cfg.random_steps
             if not self.resume or st.evals == 0:
@@ -262,31 +256,29 @@ class Trainer:
                 if ep_len == 0:  # begin lazily: a budget-ended run leaves no empty episode
                     log.begin_episode(SOURCE_ONLINE, policy_version=st.updates, seed=ep_seed)
                 obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
+                a_exec, intervened = self._executed(a)
                 no = self.adapter.to_learner(obs)
                 log.append(
                     obs_learner=o,
-                    action=a,
+                    action=a_exec,
                     policy_action=a,
                     reward=float(reward),
                     terminated=bool(terminated),
                     truncated=bool(truncated),
-                    intervened=False,
+                    intervened=intervened,
                     policy_version=st.updates,
                     stamp_s=_stamp(obs),
                     next_obs_learner=no,
                 )
-                self.online.add(o, a, float(reward), no, bool(terminated), False)
+                self.router.add(o, a_exec, a, float(reward), no, bool(terminated), intervened)
                 st.env_steps += 1
                 ep_ret += float(reward)
                 ep_len += 1
                 self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
                 if terminated or truncated:
-                    log.end_episode(success=self._ep_success)
-                    tb.add_scalar("train/episode_return", ep_ret, st.env_steps)
-                    tb.add_scalar("train/episode_success", float(self._ep_success), st.env_steps)
-                    bar.episode(ep_ret, self._ep_success)
+                    self._end_episode(log, tb, bar, ep_ret)
                     obs, ep_ret, ep_len, ep_seed = self._new_episode()
-                n_data = len(self.online) + (len(self.demos) if self.demos is not None else 0)
+                n_data = len(self.mixer)
                 if n_data >= max(cfg.learning_starts, 1):
                     self._fit_normalizer()
                     metrics = self.agent.update(self._sample)
@@ -301,7 +293,9 @@ class Trainer:
                 if st.env_steps % cfg.eval_every_steps == 0 or st.env_steps == cfg.total_env_steps:
                     self._evaluate_and_checkpoint(tb, bar)
             if ep_len > 0:  # the env-step budget ended mid-episode: close it
-                log.end_episode(success=self._ep_success, cut_by_budget=True)
+                log.end_episode(
+                    success=self._ep_success, cut_by_budget=True, **self._intervention_meta()
+                )
         finally:
             bar.close()
             tb.close()
@@ -319,6 +313,37 @@ class Trainer:
             checkpoint=str(ckpt) if ckpt else "",
         )
 
+    def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(executed action in policy space, intervened) of the step just taken with ``a``."""
+        if self.intervention is None:
+            return a, False
+        rec = self.intervention.last_step
+        if rec is None:
+            raise RuntimeError(
+                "the intervention wrapper has no record of the step just taken; hand the "
+                "Trainer the Intervention wrapper that is (or is inside) its env"
+            )
+        self.interventions_total += int(rec.onset)
+        self.intervened_steps_total += int(rec.intervened)
+        if not rec.intervened:
+            return a, False
+        return self.amap.to_policy(rec.action), True
+
+    def _intervention_meta(self) -> dict:
+        """The episode's intervention counters for the log metadata ({} without a teleop)."""
+        if self.intervention is None:
+            return {}
+        return self.intervention.episode_stats.as_dict()
+
+    def _end_episode(self, log: EpisodeLog, tb: Any, bar: Progress, ep_ret: float) -> None:
+        st, meta = self.state, self._intervention_meta()
+        log.end_episode(success=self._ep_success, **meta)
+        tb.add_scalar("train/episode_return", ep_ret, st.env_steps)
+        tb.add_scalar("train/episode_success", float(self._ep_success), st.env_steps)
+        for k, v in meta.items():
+            tb.add_scalar(f"train/{k}", float(v), st.env_steps)
+        bar.episode(ep_ret, self._ep_success, meta.get("intervention_rate"))
+
     def _norm(self, o: Mapping) -> Mapping:
         return self.norm.obs(o) if self.norm is not None else o
 
@@ -335,7 +360,7 @@ class Trainer:
     def _fit_normalizer(self) -> None:
         """Fit the state normaliser once (no-op if fitted, disabled or there is no state)."""
         if self.norm is None and self.cfg.normalize_state and self.layout.state_dim > 0:
-            self.norm = StateNormalizer.fit_buffers([self.online, self.demos])
+            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
             self.state.state_norm = self.norm.to_json()
 
     def _new_episode(self) -> tuple[Any, float, int, int]:
@@ -343,11 +368,12 @@ class Trainer:
         st = self.state
         seed = self.cfg.seed + st.episodes
         obs, _ = self.env.reset(seed=seed)
+        self.router.begin_episode()
         st.episodes += 1
         self._ep_success = False
         return obs, 0.0, 0, seed
 
-    def _evaluate_and_checkpoint(self, tb: Any, bar: _Progress) -> None:
+    def _evaluate_and_checkpoint(self, tb: Any, bar: Progress) -> None:
         cfg, st = self.cfg, self.state
         if self._evals and self._evals[-1]["env_steps"] == st.env_steps:
             return  # already evaluated at this step (e.g. total a multiple of eval_every)
@@ -364,6 +390,8 @@ class Trainer:
             "mean_length": res.mean_length,
             "eval_episodes": cfg.eval_episodes,
             "eval_wall_s": time.perf_counter() - t0,
+            "interventions": self.interventions_total,
+            "intervened_steps": self.intervened_steps_total,
         }
         self._evals.append(row)
         with open(self.run_dir / EVAL_JSONL, "a") as f:
@@ -390,60 +418,3 @@ def _stamp(obs: Mapping) -> float:
     if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
         return float(np.asarray(stamps[keys.STAMP_STATE]))
     return time.monotonic()
-
-
-class _Progress:
-    """A rich progress bar (env steps) with the live training success / return and last eval."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self._bar = None
-        self._recent: list[tuple[float, bool]] = []
-        self._eval = float("nan")
-        if not enabled:
-            return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-        )
-        self._task = self._bar.add_task("env steps", total=total)
-        self._bar.start()
-
-    def _describe(self) -> None:
-        if self._bar is None:
-            return
-        if self._recent:
-            sr = np.mean([s for _, s in self._recent])
-            ret = np.mean([r for r, _ in self._recent])
-            desc = f"train success {sr:.0%} return {ret:.1f} | eval success {self._eval:.0%}"
-        else:
-            desc = f"eval success {self._eval:.0%}"
-        self._bar.update(self._task, description=desc)
-
-    def episode(self, ret: float, success: bool) -> None:
-        self._recent = (self._recent + [(ret, success)])[-20:]
-        self._describe()
-
-    def eval(self, success_rate: float) -> None:
-        self._eval = success_rate
-        self._describe()
-
-    def advance_to(self, steps: int) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=steps)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()

@@ -152,6 +152,49 @@ class ReplayBuffer:
         self._evict()
         self._open_row = None  # a logged episode is closed
 
+    def resized(self, capacity: int, obs_capacity: int | None = None) -> ReplayBuffer:
+        """A new buffer of ``capacity`` transitions holding this one's, oldest first.
+
+        Observation rows stay shared as they are here, and an episode left open continues in
+        the copy. Used to give a loaded demo buffer room for appends (HIL-SERL routes human
+        interventions to it); samples draw the same transitions for the same generator state.
+
+        Args:
+            capacity: Transitions of the new buffer, >= ``len(self)``.
+            obs_capacity: Observation rows (None: the default for ``capacity``).
+
+        Raises:
+            ValueError: The new buffer cannot hold every transition (or its rows).
+        """
+        out = ReplayBuffer(capacity, self.layout, self.action_dim, self.device, obs_capacity)
+        n = len(self)
+        if n > out.capacity:
+            raise ValueError(f"capacity {capacity} < the {n} transitions to copy")
+        if n == 0:
+            return out
+        ts = (self._first + np.arange(n)) % self.capacity  # (n,) slots, oldest first
+        oid, nid = self._obs_id[ts], self._next_id[ts]
+        rows = np.unique(np.concatenate([oid, nid]))  # (R,) sorted row ids in use
+        if len(rows) > out.obs_capacity:
+            raise ValueError(f"obs_capacity {out.obs_capacity} < the {len(rows)} rows to copy")
+        src = rows % self.obs_capacity
+        if self._state is not None:
+            out._state[: len(rows)] = self._state[src]
+        for c, b in self._images.items():
+            out._images[c][: len(rows)] = b[src]
+        out._n_rows = len(rows)
+        out._action[:n] = self._action[ts]
+        out._reward[:n] = self._reward[ts]
+        out._terminated[:n] = self._terminated[ts]
+        out._intervened[:n] = self._intervened[ts]
+        out._obs_id[:n] = np.searchsorted(rows, oid)
+        out._next_id[:n] = np.searchsorted(rows, nid)
+        out._n_trans = n
+        if self._open_row is not None:
+            i = int(np.searchsorted(rows, self._open_row))
+            out._open_row = i if i < len(rows) and rows[i] == self._open_row else None
+        return out
+
     def _write_row(self, obs: Mapping[str, Any]) -> int:
         rid = self._n_rows
         slot = rid % self.obs_capacity

@@ -8,12 +8,13 @@ successive observations: whatever they modify is a new array.
 Typical stack, innermost first (see ``robot_rl.cli.factory``)::
 
     RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> ImageCropResize
-             -> FlattenState -> TimeLimit
+             -> FlattenState -> TimeLimit -> Intervention (outermost, policy-facing)
 """
 
 from robot_rl.wrappers.flatten_state import FlattenState
 from robot_rl.wrappers.gripper_discretize import GripperDiscretize
 from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, crop_resize
+from robot_rl.wrappers.intervention import Intervention, InterventionConfig
 from robot_rl.wrappers.object_state import ObjectState, ObjectStateMissingError
 from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
 from robot_rl.wrappers.time_limit import TimeLimit
@@ -23,6 +24,8 @@ __all__ = [
     "FlattenState",
     "GripperDiscretize",
     "ImageCropResize",
+    "Intervention",
+    "InterventionConfig",
     "ObjectState",
     "ObjectStateMissingError",
     "RelativeFrame",

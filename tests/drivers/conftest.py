@@ -249,3 +249,14 @@ def a2_domain() -> int:
 def a2_module_domain() -> int:
     """A ROS domain id shared by one test module's graph (range 30..49)."""
     return A2_DOMAINS.next()
+
+
+# -- real-time clock tests (tests/drivers/test_realtime_clock.py): domain ids 90..95 -----------
+
+RT_DOMAINS = DomainIds(90, 96)
+
+
+@pytest.fixture
+def rt_domain() -> int:
+    """A fresh ROS domain id for one real-time clock test (range 90..95)."""
+    return RT_DOMAINS.next()

@@ -163,7 +163,7 @@ def test_joy_round_trip_and_rejection():
     )
     state = m.map(reading, 3.5)
     axes, buttons = joy_from_state(state)
-    assert buttons == [1, 1, 0, 0] and axes[6] == -1.0 and len(axes) == 7
+    assert buttons == [1, 1, 0, 0, 0] and axes[6] == -1.0 and len(axes) == 7
     back = state_from_joy(axes, buttons, 3.5)
     np.testing.assert_allclose(back.twist, state.twist)
     assert back.gripper == 0.0 and back.buttons == {"intervene", "success"}

@@ -1,0 +1,259 @@
+"""``robot-rl label``: HIL-SERL-style frame labelling for success classifiers, over ROS 2.
+
+    robot-rl label --setup launch/sim.yaml --launch --out frames.zarr --episodes 10
+
+The person drives the arm with the teleop device (as in ``robot-rl record``) and holds the
+``success`` button while the scene is in the success state. Every observation (the one after
+the reset and the one after each step) is stored as a frame labelled 1 if the success button
+was down at any moment of the control period that ended with that frame, else 0. Format:
+:mod:`robot_rl.replay.frames` (images per camera at ``--image-size``, the robot state in the
+learner layout of ``--obs pixels``, label, episode index, step, stamp, and the twin task's own
+success as a reference, -1 on hardware).
+
+Episodes end with the ``reset`` or ``failure`` button, the time limit or the task's failure
+(all kept), or ``discard`` (dropped); the task's success does not end an episode here. A kept
+episode is committed when it ends; an episode open at Ctrl-C, SIGTERM or a crash is not in
+the store (``--resume`` appends to it). Live counts of positive and negative frames are shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.cli.record import env_wrappers, stamp_of
+from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopOptions, check_out
+from robot_rl.core import keys
+
+LABEL_BUTTON = "success"
+END_BUTTONS = ("discard", "failure", "reset")
+"""Buttons that end a labelling episode, in priority order."""
+
+
+@dataclass(frozen=True)
+class LabelConfig:
+    """Teleoperate over ROS 2 and label frames (success button held = 1) for reward models."""
+
+    setup: Path
+    """Setup YAML (launch/*.yaml)."""
+    io: Annotated[TeleopOptions, tyro.conf.OmitArgPrefixes] = field(default_factory=TeleopOptions)
+    """Nodes and teleop source."""
+    out: Path = Path("frames.zarr")
+    """The zarr frame store to write."""
+    episodes: int = 10
+    """Stop after this many kept episodes (this run)."""
+    resume: bool = False
+    """Append to an existing --out (same cameras and image size)."""
+    task: str | None = None
+    """Task (default: the setup's; another one needs --launch)."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras stored (default: every camera of the setup)."""
+    image_size: int = 64
+    """Stored images are image_size x image_size (resized from the setup's cameras)."""
+    control_rotation: bool = False
+    """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper]."""
+    max_episode_steps: int | None = None
+    """Episode step limit (default: the task's)."""
+    seed: int = 4_000_000
+    """Store episode k resets with seed + k."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.image_size < 16:
+            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+
+
+def run_label(cfg: LabelConfig, view=None) -> dict:
+    """Label frames until ``cfg.episodes`` episodes are kept, a stop signal, or the teleop ends.
+
+    Raises:
+        FileExistsError / FileNotFoundError: ``--out`` exists without ``--resume`` / missing.
+        ValueError: Bad options, no camera, or a store with other cameras / sizes.
+        TimeoutError: The ROS 2 nodes or the teleop are not reachable.
+    """
+    from robot_rl.cli.teleop_env import LiveView, load_setup_for_task, open_teleop_env
+    from robot_rl.replay import ObsAdapter
+
+    check_out(cfg.out, cfg.resume, "frames")  # before starting any node
+    setup = load_setup_for_task(cfg.setup, cfg.task, cfg.io.launch)
+    cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(c.name for c in setup.cameras)
+    if not cams:
+        raise ValueError(f"{cfg.setup} has no camera; labelling frames needs at least one")
+    lenv = LearnerEnvConfig(
+        task=setup.task,
+        obs="pixels",
+        cameras=cams,
+        image_size=cfg.image_size,
+        control_rotation=cfg.control_rotation,
+        max_episode_steps=cfg.max_episode_steps,
+    )
+    obs_cams, wrappers = env_wrappers(lenv, setup)
+    view = view or LiveView("label")
+    sess = open_teleop_env(
+        setup,
+        cfg.io,
+        obs_cameras=obs_cams,
+        wrappers=wrappers,
+        control_rotation=cfg.control_rotation,
+        max_episode_steps=cfg.max_episode_steps,
+        terminate_on_success=False,
+    )
+    store = None
+    try:
+        adapter = ObsAdapter(sess.env.observation_space)
+        meta = {
+            "kind": "frame_labels",
+            "setup": str(cfg.setup),
+            "task": setup.task,
+            "cameras": list(cams),
+            "image_size": cfg.image_size,
+            "control_hz": setup.control_hz,
+            "label": "1: success button held during the control period ending at the frame",
+        }
+        store = _open_store(cfg, adapter.layout, meta)
+        result = _Labeler(cfg, sess, store, adapter, view).run()
+    finally:
+        if store is not None:
+            store.close()
+        view.close()
+        sess.close()
+    result.update(out=str(cfg.out), setup=str(cfg.setup), task=setup.task, cameras=list(cams))
+    return result
+
+
+def _open_store(cfg: LabelConfig, layout, meta: dict):
+    from robot_rl.replay.frames import FrameLog
+
+    out = Path(cfg.out)
+    check_out(out, cfg.resume, "frames")
+    if not cfg.resume:
+        return FrameLog.create(out, layout, meta)
+    store = FrameLog.open(out, mode="a")
+    if store.layout != layout:
+        store.close()
+        raise ValueError(
+            f"{out} holds frames of layout {store.layout}, this env gives {layout}; label with "
+            "the same --cameras / --image-size or into another --out"
+        )
+    return store
+
+
+class _Labeler:
+    def __init__(self, cfg: LabelConfig, sess, store, adapter, view) -> None:
+        self.cfg, self.sess, self.store, self.adapter, self.view = cfg, sess, store, adapter, view
+        factor = cfg.io.realtime_factor
+        paced = sess.lockstep and factor > 0
+        self.pacer = Pacer(sess.backend.env_cfg.control_dt_s / factor if paced else None)
+        self.edges = ButtonEdges()
+        self.twin = sess.setup.robot == "twin"
+        self.action_dim = sess.backend.env_cfg.action_dim
+        self.kept = self.discarded = 0
+        self.run_pos = self.run_neg = 0
+        self.stopped_by: str | None = None
+        self._base, self._attempts = store.num_episodes, 0
+
+    def run(self) -> dict:
+        with StopFlag() as stop:
+            while self.kept < self.cfg.episodes:
+                if stop.requested or self.sess.teleop_ended():
+                    break
+                self._episode(stop)
+            self.stopped_by = stop.requested or (
+                "teleop ended" if self.sess.teleop_ended() else None
+            )
+        return {
+            "kept": self.kept,
+            "discarded": self.discarded,
+            "positives": self.run_pos,
+            "negatives": self.run_neg,
+            "store_frames": self.store.num_frames,
+            "store_positives": self.store.positives,
+            "store_negatives": self.store.negatives,
+            "store_episodes": self.store.num_episodes,
+            "stopped_by": self.stopped_by,
+        }
+
+    def _show(self, pos: int, neg: int, held: bool) -> None:
+        self.view.update(
+            setup=self.cfg.setup,
+            store=f"{self.cfg.out} ({self.store.num_episodes} episodes)",
+            episodes_kept=f"{self.kept} / {self.cfg.episodes}",
+            positives=f"{self.run_pos + pos} (this episode {pos})",
+            negatives=f"{self.run_neg + neg} (this episode {neg})",
+            success_button="HELD" if held else "-",
+            teleop=self.sess.teleop.status().describe(),
+        )
+
+    def _episode(self, stop: StopFlag) -> None:
+        from robot_rl.core.teleop_action import teleop_to_action
+
+        env, teleop, store = self.sess.env, self.sess.teleop, self.store
+        seed = self.cfg.seed + self._base + self._attempts
+        self._attempts += 1
+        obs, info = env.reset(seed=seed)
+        self.edges.reset(teleop.read().buttons)  # presses during the reset do not count
+        self.pacer.reset()
+        index = store.begin_episode(seed=seed)
+        self.view.event(f"episode {index} started (seed {seed})")
+        pos = neg = 0
+        gripper_hold, done, end = -1.0, None, None
+        while True:
+            if stop.requested or self.sess.teleop_ended():
+                end = "stopped"
+                break
+            state = teleop.read()  # buttons down during the period that ended with `obs`
+            held = LABEL_BUTTON in state.buttons
+            success = bool(info.get(keys.INFO_SUCCESS)) if self.twin else None
+            store.append(self.adapter.to_learner(obs), held, stamp_of(obs), success)
+            pos, neg = pos + held, neg + (not held)
+            self._show(pos, neg, held)
+            if done is not None:
+                end = done
+                break
+            new = self.edges.update(state.buttons)
+            end = next((b for b in END_BUTTONS if b in new), None)
+            if end is not None:
+                break
+            a = teleop_to_action(state, self.action_dim, gripper_hold)
+            gripper_hold = float(a[-1])
+            self.pacer.wait()
+            obs, _, terminated, truncated, info = env.step(a)
+            if terminated or truncated:
+                done = "task_failure" if terminated else "time_limit"
+        if end in ("discard", "stopped"):
+            store.abort_episode()
+            self.discarded += end == "discard"
+            self.view.event(f"episode {index} dropped: {end} ({pos + neg} frames)")
+            return
+        store.end_episode(end_reason=end)
+        self.kept += 1
+        self.run_pos, self.run_neg = self.run_pos + pos, self.run_neg + neg
+        self.view.event(f"episode {index} kept: {end} ({pos} positive, {neg} negative frames)")
+
+
+def print_report(result: dict) -> None:
+    """One human-readable summary."""
+    print(
+        f"labelled {result['kept']} episodes ({result['positives']} positive, "
+        f"{result['negatives']} negative frames) into {result['out']}; it now holds "
+        f"{result['store_frames']} frames ({result['store_positives']} positive) in "
+        f"{result['store_episodes']} episodes"
+        + (f"; stopped by {result['stopped_by']}" if result["stopped_by"] else "")
+    )
+
+
+def read_frames(path: str | Path) -> dict[str, Any]:
+    """Every committed frame of a store (see :meth:`robot_rl.replay.frames.FrameLog.read`)."""
+    from robot_rl.replay.frames import FrameLog
+
+    with FrameLog.open(path) as store:
+        return store.read()

@@ -1,0 +1,213 @@
+"""A simulated human for tests and benchmarks: the scripted expert watches the policy and takes
+over through the teleop path when the policy stops making progress.
+
+:class:`SimulatedHuman` is plain Python. Call :meth:`SimulatedHuman.observe` once after every env
+reset (``reward=nan``: no step yet) and once after every env step, with the task's privileged
+state (``info["privileged"]``) and the step's reward; it returns the teleop reading for the
+NEXT step: a zero reading (no motion, no gripper request, no buttons) while the policy drives,
+else the expert's base-env action as a device reading
+(:func:`robot_rl.core.teleop_action.action_to_teleop`: twist + gripper + ``intervene``). So the
+whole path device reading -> intervention wrapper -> learner is exercised (a ROS node can publish
+the same readings as ``teleop/twist`` + ``teleop/joy``).
+
+Rules (:class:`HumanConfig`):
+
+- ``"always"``: the expert drives every step (recording demonstrations through teleop);
+- ``"no_progress"``: the best reward of the episode so far must improve by at least
+  ``min_progress`` within ``patience_steps`` steps; when it does not, the expert takes over for
+  ``takeover_steps`` steps (the episode may end first, e.g. on success), at most
+  ``max_interventions`` times per episode. After a takeover the progress record starts afresh,
+  so the policy gets ``patience_steps`` again. The stall count runs over every step, including
+  an intervention wrapper's hold window after the takeover (the robot holds still then).
+
+The experts are state machines (:mod:`sim.experts`); each takeover restarts the expert's phase
+machine (``expert.reset``) from the state it finds: reach is stateless; pick_cube re-approaches
+the cube (opening the gripper if it holds the cube unlifted, then re-grasping); peg_insert
+re-aligns above the hole. Each copes with starting mid-episode; a takeover should be long
+enough for the expert to finish (pick_cube ~20 steps, peg_insert ~15).
+
+:class:`SimHumanTeleop` adapts a :class:`SimulatedHuman` to the
+:class:`robot_rl.core.protocols.Teleop` Protocol for the direct twin: the intervention wrapper
+calls its :class:`robot_rl.core.intervention.StepObserver` hooks after every reset and step, and
+``read()`` returns the reading computed from the last of them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from robot_rl.core import keys
+from robot_rl.core.teleop_action import action_to_teleop
+from robot_rl.core.types import TeleopState
+from sim.experts.base import Expert
+
+HumanRule = Literal["always", "no_progress"]
+
+
+@dataclass(frozen=True)
+class HumanConfig:
+    """When the simulated human takes over (see the module docstring)."""
+
+    rule: HumanRule = "no_progress"
+    """``always``: the expert drives every step; ``no_progress``: take over when the policy
+    stalls."""
+    patience_steps: int = 10
+    """Steps without progress before taking over (no_progress)."""
+    min_progress: float = 0.01
+    """Improvement of the best reward so far that counts as progress (the twin's dense costs
+    span [-1, 0))."""
+    takeover_steps: int = 20
+    """Steps the expert drives per takeover (no_progress)."""
+    max_interventions: int = 2
+    """Takeovers per episode at most (no_progress); 0 never takes over."""
+
+    def __post_init__(self) -> None:
+        if self.rule not in ("always", "no_progress"):
+            raise ValueError(f"rule must be 'always' or 'no_progress', got {self.rule!r}")
+        if self.patience_steps < 1:
+            raise ValueError(f"patience_steps must be >= 1, got {self.patience_steps}")
+        if not math.isfinite(self.min_progress) or self.min_progress < 0:
+            raise ValueError(f"min_progress must be a finite number >= 0, got {self.min_progress}")
+        if self.takeover_steps < 1:
+            raise ValueError(f"takeover_steps must be >= 1, got {self.takeover_steps}")
+        if self.max_interventions < 0:
+            raise ValueError(f"max_interventions must be >= 0, got {self.max_interventions}")
+
+
+def zero_reading(stamp_s: float) -> TeleopState:
+    """A device at rest: no motion, no gripper request, no buttons."""
+    return TeleopState(stamp_s=float(stamp_s), twist=np.zeros(6))
+
+
+class SimulatedHuman:
+    """The scripted expert as a human who watches the policy (see the module docstring).
+
+    Args:
+        expert: A scripted expert (``backend.make_expert()``), acting in the base env's space.
+        cfg: The takeover rule.
+    """
+
+    def __init__(self, expert: Expert, cfg: HumanConfig | None = None) -> None:
+        self.expert = expert
+        self.cfg = cfg or HumanConfig()
+        self._rng = np.random.default_rng(0)
+        self._driving = False
+        self._new_episode()
+
+    def _new_episode(self) -> None:
+        self._best = -math.inf
+        self._stall = 0
+        self._left = 0  # steps of the current takeover still to drive
+        self._count = 0  # takeovers this episode
+
+    @property
+    def interventions(self) -> int:
+        """Takeovers started this episode."""
+        return self._count
+
+    @property
+    def intervening(self) -> bool:
+        """Whether the last reading was the expert driving."""
+        return self._driving
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start an episode (``rng`` seeds the expert's per-takeover randomness)."""
+        self._rng = rng
+        self._new_episode()
+        self._driving = False
+        self.expert.reset(rng)
+
+    def observe(self, privileged: Mapping, reward: float, stamp_s: float) -> TeleopState:
+        """See the state after a reset (``reward=nan``) or a step; the reading for the next step.
+
+        Args:
+            privileged: The task's privileged state (``info["privileged"]``).
+            reward: The step's reward (nan right after reset).
+            stamp_s: Monotonic stamp of the reading.
+        """
+        cfg = self.cfg
+        if cfg.rule == "always":
+            return self._drive(privileged, stamp_s)
+        r = float(reward)
+        if math.isfinite(r):
+            if r >= self._best + cfg.min_progress:
+                self._best, self._stall = r, 0
+            else:
+                self._stall += 1
+        if self._left > 0 or (
+            self._stall >= cfg.patience_steps and self._count < cfg.max_interventions
+        ):
+            if self._left == 0:  # a takeover begins
+                self._count += 1
+                self._left = cfg.takeover_steps
+                self.expert.reset(self._rng)  # the phase machine starts from what it finds
+            self._left -= 1
+            if self._left == 0:  # the takeover's last step: the progress record starts afresh
+                self._best, self._stall = -math.inf, 0
+            return self._drive(privileged, stamp_s)
+        self._driving = False
+        return zero_reading(stamp_s)
+
+    def _drive(self, privileged: Mapping, stamp_s: float) -> TeleopState:
+        self._driving = True
+        a = self.expert.act({}, {keys.INFO_PRIVILEGED: privileged})
+        return action_to_teleop(np.asarray(a, dtype=np.float64), stamp_s)
+
+
+class SimHumanTeleop:
+    """A :class:`SimulatedHuman` as a :class:`robot_rl.core.protocols.Teleop` for the direct twin.
+
+    Implements :class:`robot_rl.core.intervention.StepObserver`: the intervention wrapper feeds
+    it every reset and step; :meth:`read` returns the reading for the coming step.
+
+    Args:
+        human: The simulated human.
+        seed: Seeds the human's per-episode generator (with the env's reset seed).
+    """
+
+    def __init__(self, human: SimulatedHuman, seed: int = 0) -> None:
+        self.human = human
+        self.seed = int(seed)
+        self._episodes = 0
+        self._reading = zero_reading(0.0)
+
+    def connect(self) -> None:
+        """Nothing to connect (the twin is in process)."""
+
+    def disconnect(self) -> None:
+        """Nothing to disconnect."""
+
+    def read(self) -> TeleopState:
+        return self._reading
+
+    def observe_reset(self, obs: Mapping, info: Mapping[str, Any], seed: int | None) -> None:
+        key = self._episodes if seed is None else int(seed)
+        self._episodes += 1
+        self.human.reset(np.random.default_rng((self.seed, key)))
+        self._reading = self.human.observe(_privileged(info), math.nan, _stamp(obs))
+
+    def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
+        self._reading = self.human.observe(_privileged(info), float(reward), _stamp(obs))
+
+
+def _privileged(info: Mapping[str, Any]) -> Mapping:
+    p = info.get(keys.INFO_PRIVILEGED) if isinstance(info, Mapping) else None
+    if not p:
+        raise ValueError(
+            "the simulated human needs the twin's privileged state in info['privileged']; it "
+            "works on the MuJoCo twin only (use a real teleop on a robot)"
+        )
+    return p
+
+
+def _stamp(obs: Mapping) -> float:
+    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
+    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
+        return float(np.asarray(stamps[keys.STAMP_STATE]))
+    return time.monotonic()

@@ -1,0 +1,142 @@
+"""The simulated human as a teleop node: the twin's scripted expert drives through the teleop
+topics, exactly where a person's device would.
+
+    python -m sim.human_node --task pick_cube --ns arm [--control-rotation] [--rule always]
+
+Node ``teleop`` in namespace ``--ns``. It subscribes ``task/status`` of the twin (JSON with the
+reward and the privileged sim state, ``drivers/CONTRACT.md``) and, for every status with a new
+stamp, asks :class:`sim.human.SimulatedHuman` for the reading of the next step and publishes it
+as ``teleop/twist`` + ``teleop/joy`` (:func:`drivers.teleop.mapping.joy_from_state`), stamped
+with the status stamp (sim time), so a recorder in lockstep can wait for the answer to the
+observation it holds (:meth:`drivers.ros_teleop.RosTeleop.wait_for_stamp`).
+
+Episodes (:class:`StatusFollower`, plain Python): the twin's time restarts at every
+``task/reset``, so a stamp going back starts a new episode (``SimulatedHuman.reset`` with a
+Generator seeded from ``(--seed, episode count)``, then an observation with no reward). A
+status repeating the current stamp is ignored, except while the episode has not stepped yet:
+then it replaces the first observation (the arm is placed after the scene is reset, under the
+same stamp). The expert acts in the base env's space of ``--control-hz`` /
+``--control-rotation``: start the node with the recorder's settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import TwistStamped
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import Joy
+from std_msgs.msg import String
+
+from drivers.ros import convert, qos
+from drivers.ros_task import decode_status
+from drivers.teleop.mapping import joy_from_state
+from robot_rl.core.config import EnvConfig
+from robot_rl.core.types import TeleopState
+from sim.human import HumanConfig, SimulatedHuman
+
+STAMP_TOL_S = 1e-6
+
+
+class StatusFollower:
+    """Turns the stream of task statuses into one human observation per control step.
+
+    Args:
+        human: The simulated human.
+        seed: Seeds each episode's Generator as ``(seed, episode count)``.
+    """
+
+    def __init__(self, human: SimulatedHuman, seed: int = 0) -> None:
+        self.human = human
+        self.seed = int(seed)
+        self.episodes = 0
+        self.steps = 0
+        self._last: float | None = None
+
+    def on_status(self, privileged: Mapping, reward: float, stamp_s: float) -> TeleopState | None:
+        """The reading for this status, or None for a repeat that changes nothing."""
+        if self._last is None or stamp_s < self._last - STAMP_TOL_S:
+            self.episodes += 1
+            self.steps = 0
+            return self._first(privileged, stamp_s)
+        if abs(stamp_s - self._last) <= STAMP_TOL_S:
+            return self._first(privileged, stamp_s) if self.steps == 0 else None
+        self.steps += 1
+        self._last = stamp_s
+        return self.human.observe(privileged, float(reward), stamp_s)
+
+    def _first(self, privileged: Mapping, stamp_s: float) -> TeleopState:
+        self.human.reset(np.random.default_rng((self.seed, self.episodes)))
+        self._last = stamp_s
+        return self.human.observe(privileged, math.nan, stamp_s)
+
+
+def make_human(task: str, env_cfg: EnvConfig, rule: str) -> SimulatedHuman:
+    """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human."""
+    from sim.backend import TASKS, _load
+
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
+    expert = _load(TASKS[task].expert_class)(env_cfg, None)
+    return SimulatedHuman(expert, HumanConfig(rule=rule))
+
+
+class HumanNode(Node):
+    """Thin ROS adapter: ``task/status`` in, ``teleop/twist`` + ``teleop/joy`` out."""
+
+    def __init__(self, follower: StatusFollower, namespace: str) -> None:
+        super().__init__("teleop", namespace=namespace)
+        self.follower = follower
+        self.twist_pub = self.create_publisher(TwistStamped, "teleop/twist", qos.SENSOR)
+        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.COMMAND)
+        self.create_subscription(String, "task/status", self._on_status, qos.STATUS)
+        self.rejected = 0
+
+    def _on_status(self, msg: String) -> None:
+        try:
+            status, stamp = decode_status(msg)
+        except ValueError as e:
+            self.rejected += 1
+            self.get_logger().warn(f"task/status dropped ({self.rejected} so far): {e}")
+            return
+        reading = self.follower.on_status(status.privileged, status.reward, stamp)
+        if reading is None:
+            return
+        self.twist_pub.publish(convert.twist_stamped_to_msg(reading.twist, stamp))
+        axes, buttons = joy_from_state(reading)
+        self.joy_pub.publish(Joy(header=convert.header(stamp), axes=axes, buttons=buttons))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", default="pick_cube", help="twin task (sim.backend.TASKS)")
+    p.add_argument("--ns", default="arm", help="arm namespace")
+    p.add_argument("--control-hz", type=float, default=10.0, help="the env's control rate, Hz")
+    p.add_argument("--control-rotation", action="store_true", help="7-dim actions (else 4)")
+    p.add_argument("--rule", choices=("always", "no_progress"), default="always")
+    p.add_argument("--seed", type=int, default=0)
+    args, ros_args = p.parse_known_args(argv)
+    env_cfg = EnvConfig(control_hz=args.control_hz, control_rotation=args.control_rotation)
+    follower = StatusFollower(make_human(args.task, env_cfg, args.rule), args.seed)
+    rclpy.init(args=[sys.argv[0], *ros_args])
+    node = HumanNode(follower, args.ns)
+    node.get_logger().info(f"simulated human ({args.rule}) for {args.task} on /{args.ns}")
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The simulated human (sim.human) on the twin, through the real teleop path: SimHumanTeleop ->
+Intervention wrapper -> GripperDiscretize / RelativeFrame -> RobotEnv."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.cli.factory import (
+    EnvSetup,
+    WrapperConfig,
+    base_to_policy_action,
+    make_env_from_setup,
+    with_sim_human,
+)
+from robot_rl.core import keys
+from robot_rl.core.teleop_action import INTERVENE, is_taking_over
+from robot_rl.wrappers import InterventionConfig
+from sim.human import HumanConfig, SimulatedHuman
+
+
+def _env(task: str, human: HumanConfig, hold_steps: int = 5, wrappers=None):
+    if wrappers is None:
+        setup = LearnerEnvConfig(task=task).env_setup()
+    else:
+        setup = EnvSetup(task=task, wrappers=wrappers)
+    env, backend = make_env_from_setup(setup)
+    return with_sim_human(env, backend, human, InterventionConfig(hold_steps=hold_steps)), backend
+
+
+def _zero_policy(env, gripper: float = -1.0) -> np.ndarray:
+    a = np.zeros(env.action_space.shape, np.float32)
+    a[-1] = gripper
+    return a
+
+
+def _episode(env, seed: int, policy) -> tuple[list[bool], dict]:
+    obs, info = env.reset(seed=seed)
+    flags = []
+    while True:
+        obs, _, terminated, truncated, info = env.step(policy(obs, info))
+        flags.append(env.last_step.intervened)
+        if terminated or truncated:
+            return flags, info
+
+
+def test_takes_over_a_stalled_policy_after_patience_and_finishes_the_task():
+    human = HumanConfig(patience_steps=8, takeover_steps=25, max_interventions=2)
+    env, backend = _env("pick_cube", human)
+    for seed in range(3):
+        flags, info = _episode(env, seed, lambda o, i: _zero_policy(env))
+        # Step 0's reward starts the record, steps 1-8 stall: the human drives from step 9.
+        assert flags[:9] == [False] * 9 and flags[9], flags
+        assert info[keys.INFO_SUCCESS], "the expert took over mid-episode and should succeed"
+        st = env.episode_stats
+        assert st.interventions == 1 and st.intervened_steps == sum(flags)
+    env.close()
+    backend.close()
+
+
+def test_respects_the_budget_and_takeover_length():
+    # 3-step takeovers cannot finish the task: the human keeps coming back, at most twice.
+    human = HumanConfig(patience_steps=5, takeover_steps=3, max_interventions=2)
+    env, backend = _env("pick_cube", human, hold_steps=0)
+    flags, _ = _episode(env, 0, lambda o, i: _zero_policy(env))
+    runs = np.diff(np.concatenate([[0], np.array(flags, int), [0]]))
+    starts, ends = np.flatnonzero(runs == 1), np.flatnonzero(runs == -1)
+    assert len(starts) == 2 and list(ends - starts) == [3, 3], flags
+    assert env.episode_stats.interventions == 2
+    env.close()
+    backend.close()
+
+
+@pytest.mark.parametrize("task", ["pick_cube", "peg_insert"])
+def test_does_not_take_over_from_the_expert(task):
+    """The same expert acting as the policy makes steady progress: no takeover."""
+    env, backend = _env(task, HumanConfig())
+    expert = backend.make_expert()
+    to_policy = base_to_policy_action(env)
+    for seed in range(4):
+        expert.reset(np.random.default_rng(seed))
+        flags, info = _episode(env, seed, lambda o, i: to_policy(expert.act(o, i)))
+        assert not any(flags) and info[keys.INFO_SUCCESS]
+    env.close()
+    backend.close()
+
+
+def test_always_drives_every_step_through_relative_frame_and_gripper_discretize():
+    """rule="always" (demos through teleop): the whole device path solves pick_cube, with the
+    action wrappers inverting the human's base-frame actions."""
+    wrappers = WrapperConfig(
+        relative_frame=True, gripper_discretize=True, flatten_state=True, object_state=("cube_pos",)
+    )
+    env, backend = _env("pick_cube", HumanConfig(rule="always"), wrappers=wrappers)
+    for seed in range(3):
+        flags, info = _episode(env, seed, lambda o, i: _zero_policy(env))
+        assert all(flags) and info[keys.INFO_SUCCESS]
+        assert env.episode_stats.interventions == 1
+    env.close()
+    backend.close()
+
+
+def test_readings_and_config_checks():
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach").env_setup())
+    human = SimulatedHuman(backend.make_expert(), HumanConfig(patience_steps=2, takeover_steps=1))
+    obs, info = env.reset(seed=0)
+    human.reset(np.random.default_rng(0))
+    p = info[keys.INFO_PRIVILEGED]
+    first = human.observe(p, math.nan, 1.0)
+    assert not is_taking_over(first) and first.gripper is None and not np.any(first.twist)
+    readings = [human.observe(p, -0.5, 1.0 + k) for k in range(4)]  # no progress at all
+    assert [is_taking_over(r) for r in readings] == [False, False, True, False]
+    assert INTERVENE in readings[2].buttons and readings[2].stamp_s == 3.0
+    assert human.interventions == 1
+    env.close()
+    backend.close()
+    for bad in (
+        dict(rule="sometimes"),
+        dict(patience_steps=0),
+        dict(takeover_steps=0),
+        dict(max_interventions=-1),
+        dict(min_progress=-0.1),
+    ):
+        with pytest.raises(ValueError):
+            HumanConfig(**bad)
