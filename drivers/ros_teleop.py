@@ -14,6 +14,11 @@ per env step. Between two :meth:`RosTeleop.read` calls:
   on another machine); otherwise it is zero. An old twist is never reused, so a device that
   goes silent stops the arm. :meth:`RosTeleop.status` says why (waiting / live / silent).
 
+A publisher whose clock goes back (the simulated human stamps its answers with the twin's sim
+time, which restarts at every ``task/reset``) has started a new episode: the latches are cleared
+before its first message of the new episode is latched, so nothing answered in an earlier
+episode (or an evaluation in between) carries over. Device clocks never go back.
+
 Malformed messages (wrong number of axes or buttons, NaN, out of range) are counted in the
 status and ignored. ``teleop/joy`` is read with the COMMAND profile but a reader queue of 10
 (compatible with the COMMAND publisher), so a burst of messages is not collapsed before the
@@ -142,6 +147,7 @@ class RosTeleop:
         self._rejected = 0
         self._last_error: str | None = None
         self._last_stamp: float | None = None
+        self._joy_stamp: float | None = None  # header stamp of the newest valid teleop/joy
         self._connected = False
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -238,12 +244,14 @@ class RosTeleop:
             )
 
     def wait_for_stamp(self, stamp_s: float, timeout_s: float, tol_s: float = 1e-6) -> bool:
-        """Wait until the newest valid message is stamped ``stamp_s`` (within ``tol_s``, the
-        publisher's clock); False after ``timeout_s``. For a publisher that answers each robot
-        state with its stamp (the simulated human in lockstep)."""
+        """Wait until the newest valid ``teleop/joy`` message is stamped ``stamp_s`` (within
+        ``tol_s``, the publisher's clock); False after ``timeout_s``. For a publisher that
+        answers each robot state with its stamp (the simulated human in lockstep). The joy
+        message carries the whole reading (twist, buttons, gripper), so once it has arrived the
+        next :meth:`read` holds the answer, whichever topic's message came first."""
 
         def arrived() -> bool:
-            return self._last_stamp is not None and abs(self._last_stamp - stamp_s) <= tol_s
+            return self._joy_stamp is not None and abs(self._joy_stamp - stamp_s) <= tol_s
 
         with self._arrived:
             return self._arrived.wait_for(arrived, timeout_s)
@@ -274,13 +282,23 @@ class RosTeleop:
         except (ValueError, TypeError) as e:
             self._reject(e)
             return
-        self._accept(state.twist, stamp, state.gripper, state.buttons)
+        self._accept(state.twist, stamp, state.gripper, state.buttons, joy=True)
 
     def _accept(
-        self, twist: np.ndarray, stamp: float, gripper: float | None, buttons: frozenset[str]
+        self,
+        twist: np.ndarray,
+        stamp: float,
+        gripper: float | None,
+        buttons: frozenset[str],
+        joy: bool = False,
     ) -> None:
         now = self._now()
         with self._lock:
+            if self._last_stamp is not None and stamp < self._last_stamp - 1e-6:
+                self._buttons.clear()  # the publisher's clock went back: a new episode
+                self._gripper = None
+            if joy:
+                self._joy_stamp = stamp
             self._twist = np.asarray(twist, dtype=np.float64)
             self._twist_rx = now
             self._buttons |= buttons

@@ -2,6 +2,7 @@
 topics, exactly where a person's device would.
 
     python -m sim.human_node --task pick_cube --ns arm [--control-rotation] [--rule always]
+        [--patience-steps 10 --min-progress 0.01 --takeover-steps 20 --max-interventions 2]
 
 Node ``teleop`` in namespace ``--ns``. It subscribes ``task/status`` of the twin (JSON with the
 reward and the privileged sim state, ``drivers/CONTRACT.md``) and, for every status with a new
@@ -17,6 +18,13 @@ status repeating the current stamp is ignored, except while the episode has not 
 then it replaces the first observation (the arm is placed after the scene is reset, under the
 same stamp). The expert acts in the base env's space of ``--control-hz`` /
 ``--control-rotation``: start the node with the recorder's settings.
+
+One observation per control period: a lockstep twin publishes one status per ``sim/step``, but
+a real-time twin publishes at its state rate (100 Hz). A status counts as the next step only
+once its stamp is a control period (``1 / --control-hz``) past the last step's; statuses in
+between are not answered (the last answer stays fresh for the reader, which reads once per
+control period). So the simulated human's step counts (patience, takeover length) are control
+steps in both modes.
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ from robot_rl.core.types import TeleopState
 from sim.human import HumanConfig, SimulatedHuman
 
 STAMP_TOL_S = 1e-6
+STEP_TOL_S = 5e-4
+"""A status at most this much earlier than a full control period after the last step still
+counts as the next step (float stamps of whole physics steps)."""
 
 
 class StatusFollower:
@@ -50,11 +61,18 @@ class StatusFollower:
     Args:
         human: The simulated human.
         seed: Seeds each episode's Generator as ``(seed, episode count)``.
+        control_dt_s: The env's control period; a status less than this after the last step's
+            is not a new step (None: every new stamp is one).
     """
 
-    def __init__(self, human: SimulatedHuman, seed: int = 0) -> None:
+    def __init__(
+        self, human: SimulatedHuman, seed: int = 0, control_dt_s: float | None = None
+    ) -> None:
+        if control_dt_s is not None and not control_dt_s > 0:
+            raise ValueError(f"control_dt_s must be > 0 seconds or None, got {control_dt_s}")
         self.human = human
         self.seed = int(seed)
+        self.control_dt_s = control_dt_s
         self.episodes = 0
         self.steps = 0
         self._last: float | None = None
@@ -67,6 +85,8 @@ class StatusFollower:
             return self._first(privileged, stamp_s)
         if abs(stamp_s - self._last) <= STAMP_TOL_S:
             return self._first(privileged, stamp_s) if self.steps == 0 else None
+        if self.control_dt_s is not None and stamp_s < self._last + self.control_dt_s - STEP_TOL_S:
+            return None  # a real-time twin's state between two control steps
         self.steps += 1
         self._last = stamp_s
         return self.human.observe(privileged, float(reward), stamp_s)
@@ -77,14 +97,18 @@ class StatusFollower:
         return self.human.observe(privileged, math.nan, stamp_s)
 
 
-def make_human(task: str, env_cfg: EnvConfig, rule: str) -> SimulatedHuman:
-    """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human."""
+def make_human(task: str, env_cfg: EnvConfig, rule: str | HumanConfig) -> SimulatedHuman:
+    """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human.
+
+    ``rule``: a :class:`HumanConfig`, or only its rule (the other settings default).
+    """
     from sim.backend import TASKS, _load
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
     expert = _load(TASKS[task].expert_class)(env_cfg, None)
-    return SimulatedHuman(expert, HumanConfig(rule=rule))
+    cfg = rule if isinstance(rule, HumanConfig) else HumanConfig(rule=rule)
+    return SimulatedHuman(expert, cfg)
 
 
 class HumanNode(Node):
@@ -122,9 +146,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-rotation", action="store_true", help="7-dim actions (else 4)")
     p.add_argument("--rule", choices=("always", "no_progress"), default="always")
     p.add_argument("--seed", type=int, default=0)
+    d = HumanConfig()
+    p.add_argument("--patience-steps", type=int, default=d.patience_steps, help="no_progress")
+    p.add_argument("--min-progress", type=float, default=d.min_progress, help="no_progress")
+    p.add_argument("--takeover-steps", type=int, default=d.takeover_steps, help="no_progress")
+    p.add_argument("--max-interventions", type=int, default=d.max_interventions)
     args, ros_args = p.parse_known_args(argv)
     env_cfg = EnvConfig(control_hz=args.control_hz, control_rotation=args.control_rotation)
-    follower = StatusFollower(make_human(args.task, env_cfg, args.rule), args.seed)
+    try:
+        human = HumanConfig(
+            rule=args.rule,
+            patience_steps=args.patience_steps,
+            min_progress=args.min_progress,
+            takeover_steps=args.takeover_steps,
+            max_interventions=args.max_interventions,
+        )
+    except ValueError as e:
+        p.error(str(e))  # exit code 2 with the option to fix
+    follower = StatusFollower(
+        make_human(args.task, env_cfg, human), args.seed, control_dt_s=env_cfg.control_dt_s
+    )
     rclpy.init(args=[sys.argv[0], *ros_args])
     node = HumanNode(follower, args.ns)
     node.get_logger().info(f"simulated human ({args.rule}) for {args.task} on /{args.ns}")

@@ -109,11 +109,15 @@ def load_setup_for_task(path: Path, task: str | None, launch: bool) -> Setup:
 
 
 def teleop_node(
-    setup: Setup, opts: TeleopOptions, control_rotation: bool = False
+    setup: Setup,
+    opts: TeleopOptions,
+    control_rotation: bool = False,
+    human_args: tuple[str, ...] = (),
 ) -> NodeSpec | None:
     """The teleop node to start here (None: use the one already running).
 
     ``control_rotation``: the env's action layout, which the simulated human's expert needs.
+    ``human_args``: more arguments of ``sim.human_node`` (e.g. ``--rule no_progress``).
     """
     never = RestartPolicy(policy="never")
     if opts.teleop_events is not None:
@@ -126,6 +130,7 @@ def teleop_node(
         args = ("--task", setup.task, "--ns", setup.namespace)
         args += ("--control-hz", f"{setup.control_hz:g}")
         args += ("--control-rotation",) if control_rotation else ()
+        args += tuple(human_args)
         return NodeSpec("teleop", "sim.human_node", args, restart=never, required=False)
     if opts.launch:
         own = [n for n in setup.nodes if n.module in TELEOP_MODULES]
@@ -183,6 +188,7 @@ def open_teleop_env(
     control_rotation: bool,
     max_episode_steps: int | None,
     terminate_on_success: bool,
+    human_args: tuple[str, ...] = (),
 ) -> TeleopSession:
     """Build the env over ROS 2 and the teleop reader (see the module docstring).
 
@@ -194,6 +200,7 @@ def open_teleop_env(
         control_rotation: 7-dim (True) or 4-dim action.
         max_episode_steps: Episode step limit (None: the task's default).
         terminate_on_success: Whether the task's success ends an episode.
+        human_args: More arguments of the simulated human's node (``--teleop sim-expert``).
 
     Raises:
         ValueError: A camera not in the setup, or a second teleop publisher.
@@ -207,7 +214,7 @@ def open_teleop_env(
     unknown = [c for c in obs_cameras if c not in names]
     if unknown:
         raise ValueError(f"cameras {unknown} are not in {setup.source} (it has {names})")
-    spec = teleop_node(setup, opts, control_rotation)
+    spec = teleop_node(setup, opts, control_rotation, human_args)
     if spec is not None and spec.terminal and not sys.stdin.isatty():
         raise ValueError(
             f"the teleop node {spec.name!r} of {setup.source} reads keys from the terminal, and "

