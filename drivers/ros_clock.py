@@ -10,9 +10,17 @@
   ``drivers/CONTRACT.md``) must continue the previous answer's, else :meth:`tick` raises and
   says who interfered (another client stepping or resetting the twin, or a second twin in the
   same ROS domain: both answer every call, the first answer wins).
-- Real time: pace with :class:`robot_rl.core.clock.RateClock`. On hardware its monotonic
-  ``now_s()`` is the stamps' time base. The twin in ``realtime`` mode stamps with sim time, so
-  :class:`StreamTimeClock` estimates the robot's current time from the newest message instead.
+- Real time (``clock: realtime``, the twin in ``realtime`` mode and hardware):
+  :class:`StreamAlignedClock` phase-locks the control tick to the sensor streams
+  (:mod:`drivers.phase_lock`): it ticks at the nominal rate but right after a complete fresh
+  set of readings (state + every camera) when one is expected within a small bounded wait, and
+  aligns its schedule to the streams' phase at every reset. It uses only message *arrival*
+  times, so it works the same on the twin and on hardware with free-running cameras.
+  ``now_s()`` is in the stamps' time base: ``time.monotonic()`` on hardware
+  (``time_base="monotonic"``); the twin stamps with sim time, so there (``time_base="stream"``)
+  it is the newest message's stamp plus the wall time since it arrived.
+  :class:`StreamTimeClock` (fixed rate at an arbitrary phase, stream time) is kept for
+  comparison (``bench/ros_latency.py --clock stream``).
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Literal
 
-from drivers.ros_session import RosSession
+from drivers.phase_lock import PhaseLockConfig, PhaseLockedTicker, SetTracker
+from drivers.ros_session import Latest, RosSession
 from robot_rl.core.clock import RateClock
 
 
@@ -146,14 +156,23 @@ class RosLockstepClock:
         )
 
 
-class StreamTimeClock(RateClock):
-    """Real-time pacing on the wall clock, ``now_s()`` in the robot's stamp time base.
+def stream_time_s(session: RosSession, monotonic: Callable[[], float] = time.monotonic) -> float:
+    """The robot's current time estimated from the session's synced streams: the stamp of the
+    most recently received message plus the wall time elapsed since it arrived (the most recent
+    arrival, not the largest stamp: the twin's time restarts at a scene reset). If every
+    publisher stops, it keeps growing, so the readings age and the env raises a stale-data
+    error. 0 before any message."""
+    with session.cond:
+        got = [s for s in session.synced if s.stamp_s is not None and s.received_at_s]
+        if not got:
+            return 0.0
+        newest = max(got, key=lambda s: s.received_at_s or 0.0)
+        return float(newest.stamp_s + (monotonic() - newest.received_at_s))
 
-    ``now_s()`` = the stamp of the most recently received message among the session's synced
-    streams plus the wall time elapsed since it arrived (the most recent arrival, not the
-    largest stamp: the twin's time restarts at a scene reset). For the twin in ``realtime``
-    mode (sim-time stamps) this is the twin's current time; if every publisher stops, it keeps
-    growing, so the env sees the readings age and raises a stale-data error.
+
+class StreamTimeClock(RateClock):
+    """Real-time pacing on the wall clock at an arbitrary phase, ``now_s()`` =
+    :func:`stream_time_s`. Superseded by :class:`StreamAlignedClock`; kept for comparison.
 
     Args:
         session: Session whose synced streams define the time base.
@@ -173,9 +192,103 @@ class StreamTimeClock(RateClock):
 
     def now_s(self) -> float:
         """Estimated robot time, seconds (0 before any message)."""
-        with self.session.cond:
-            got = [s for s in self.session.synced if s.stamp_s is not None and s.received_at_s]
-            if not got:
-                return 0.0
-            newest = max(got, key=lambda s: s.received_at_s or 0.0)
-            return float(newest.stamp_s + (self._mono() - newest.received_at_s))
+        return stream_time_s(self.session, self._mono)
+
+
+class StreamAlignedClock:
+    """Real time, phase-locked to the session's synced streams (:mod:`drivers.phase_lock`).
+
+    ``reset()`` first waits (at most ``reset_wait_s``) until every synced stream has delivered
+    a message that arrived after the last time-setting service call (the robot's ``reset``)
+    began and is stamped at or after its answer, so the reset observation shows the new
+    episode; then it aligns the schedule. ``tick()``: see
+    :class:`drivers.phase_lock.PhaseLockedTicker`; it never blocks longer than the nominal time
+    plus ``config.max_wait_s``.
+
+    Args:
+        session: Session whose synced streams (state parts, cameras, task status) form a set.
+        hz: Control rate.
+        config: Wait bound, lead and phase gain (None: the defaults of
+            :class:`drivers.phase_lock.PhaseLockConfig`).
+        time_base: ``"stream"`` (twin: sim-time stamps, :func:`stream_time_s`) or
+            ``"monotonic"`` (hardware: stamps are ``time.monotonic()``-equivalent).
+        reset_wait_s: Longest wait at reset for the first complete set of the new episode.
+    """
+
+    def __init__(
+        self,
+        session: RosSession,
+        hz: float,
+        config: PhaseLockConfig | None = None,
+        time_base: Literal["stream", "monotonic"] = "stream",
+        reset_wait_s: float = 0.5,
+    ) -> None:
+        if hz <= 0:
+            raise ValueError(f"hz must be positive, got {hz}")
+        if time_base not in ("stream", "monotonic"):
+            raise ValueError(f"time_base {time_base!r}: choose 'stream' or 'monotonic'")
+        self.session = session
+        self.time_base = time_base
+        self.reset_wait_s = reset_wait_s
+        config = config or PhaseLockConfig()
+        self.sets = SetTracker(config.history)
+        self.ticker = PhaseLockedTicker(
+            1.0 / hz,
+            config,
+            self.sets,
+            guard=session.cond,
+            monotonic=time.monotonic,
+            sleep=time.sleep,
+            wait_for_set=self._wait_for_set,
+        )
+        session.arrival_hooks.append(self._on_arrival)
+
+    @property
+    def period_s(self) -> float:
+        return self.ticker.period_s
+
+    @property
+    def overruns(self) -> int:
+        return self.ticker.overruns
+
+    @property
+    def ticks(self) -> int:
+        return self.ticker.ticks
+
+    def now_s(self) -> float:
+        """Robot time in the stamps' time base, seconds."""
+        if self.time_base == "monotonic":
+            return time.monotonic()
+        return stream_time_s(self.session)
+
+    def _on_arrival(self, slot: Latest) -> None:
+        # Executor thread, under session.cond.
+        synced = self.session.synced
+        if slot.received_at_s is None or not any(s is slot for s in synced):
+            return
+        self.sets.arrival(id(slot), slot.received_at_s, [id(s) for s in synced])
+
+    def _wait_for_set(self, newest: float | None, timeout_s: float) -> bool:
+        return self.session.wait_until(lambda: self.sets.newest != newest, timeout_s)
+
+    def _fresh_after_reset(self) -> bool:
+        # Under session.cond.
+        s = self.session
+        t, started = s.robot_time_s, s.robot_call_started_s
+        return all(
+            x.stamp_s is not None
+            and (x.received_at_s or 0.0) >= started
+            and (t is None or x.stamp_s >= t - 1e-9)
+            for x in s.synced
+        )
+
+    def reset(self) -> None:
+        """Wait (bounded) for the new episode's first complete set, then align the schedule
+        and zero the counters. Never raises: stale readings are the env's check."""
+        if self.session.robot_time_s is not None:
+            self.session.wait_until(self._fresh_after_reset, self.reset_wait_s)
+        self.ticker.reset()
+
+    def tick(self) -> None:
+        """Block until the next tick (nominal time, or the set expected just after it)."""
+        self.ticker.tick()

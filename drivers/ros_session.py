@@ -99,6 +99,9 @@ class RosSession:
         ``task/reset``, ``sim/step``): their responses carry ``{"stamp_s": ...}``."""
         self.robot_call_started_s: float = 0.0
         """``time.monotonic()`` when that service call began."""
+        self.arrival_hooks: list[Callable[[Latest], None]] = []
+        """Called with the slot (under :attr:`cond`, in the executor thread) after every valid
+        message; keep them cheap (e.g. :class:`drivers.ros_clock.StreamAlignedClock`)."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -186,6 +189,8 @@ class RosSession:
                 slot.value, slot.stamp_s = value, stamp_s
                 slot.count += 1
                 slot.received_at_s = time.monotonic()
+                for hook in self.arrival_hooks:
+                    hook(slot)
                 self.cond.notify_all()
 
         sub = self.node.create_subscription(msg_type, name, callback, qos)

@@ -31,10 +31,18 @@ Modes:
   ``{"stamp_s": t, "twin_id", "episode", "step"}``. So that a target published just before
   the call is executed in this period, ``sim/step`` first waits up to ``--command-wait-s``
   (wall) for a target stamped at or after the current sim time (else it goes ahead).
-- ``realtime``: a wall-clock timer does the same once per control period.
+- ``realtime``: physics runs in wall-clock time (:mod:`sim.realtime`): state, task status and
+  bridge status every state period (``--state-hz``, default 100) and with every camera frame
+  (like a high-rate arm: the newest state is never older than a frame); camera frames at
+  ``--camera-hz`` (default 30), each stamped with the sim time it shows; a newly received
+  target is executed at the next state period (at most one new target per control period, so
+  the per-step limit and the watchdog keep their per-period meaning). A bridge service call
+  (reset, hold, ...) publishes the state at once; the cameras keep their schedule, which a
+  ``task/reset`` restarts (with a frame at sim time 0).
 
 Threads: a multi-threaded executor; subscriptions and hold/estop run in a reentrant group,
-the stepping services in an exclusive one; one lock serialises the bridge and the physics.
+the stepping services in an exclusive one; in real time a pacing thread runs the events; one
+lock serialises the bridge and the physics.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import sys
 import threading
 import time
 
@@ -67,6 +76,7 @@ from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import SimConfig
+from sim.realtime import ControlWindowGate, EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
 
 MODES = ("lockstep", "realtime")
@@ -152,9 +162,12 @@ class TwinNode(Node):
         namespace: Arm namespace (``arm`` -> ``/arm/...``).
         mode: ``"lockstep"`` or ``"realtime"``.
         command_wait_s: Lockstep: longest wall wait in ``sim/step`` for a fresh target.
+        state_hz: Real time: state publication rate (a whole number of state periods per
+            control period and of physics steps per state period).
+        camera_hz: Real time: camera frame rate.
 
     Raises:
-        ValueError: Unknown mode or task.
+        ValueError: Unknown mode or task, or rates whose ratios are not whole.
         BridgeParamError: A safety parameter is invalid (the message names it).
     """
 
@@ -166,11 +179,18 @@ class TwinNode(Node):
         namespace: str = "arm",
         mode: str = "lockstep",
         command_wait_s: float = 0.1,
+        state_hz: float = 100.0,
+        camera_hz: float = 30.0,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {MODES}")
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(sorted(TASKS))}")
+        schedule = None
+        if mode == "realtime":  # check the rates before building anything
+            schedule = EventSchedule(
+                1.0 / sim_cfg.sim_hz, env_cfg.control_dt_s, state_hz, camera_hz
+            )
         super().__init__("twin", namespace=namespace)
         safety = declare_safety_parameters(self, TASKS[task].default_safety)
         backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety)
@@ -219,7 +239,7 @@ class TwinNode(Node):
             self.lock,
             self.now_s,
             callback_group=fast,
-            on_change=self.publish_all,
+            on_change=self.publish_all if mode == "lockstep" else self.publish_state,
             on_target=self._fresh.set,
             on_gripper=self._on_gripper_accepted,
         )
@@ -232,15 +252,20 @@ class TwinNode(Node):
         }
         self._task_pub = self.create_publisher(String, "task/status", qos.STATUS)
         self.create_service(Trigger, "task/reset", self._srv_task_reset, callback_group=stepping)
-        self._timer = None
-        if mode == "lockstep":
+        self.pacer: RealtimePacer | None = None
+        if schedule is None:
             self.create_service(Trigger, "sim/step", self._srv_step, callback_group=stepping)
         else:
-            self._timer = self.create_timer(
-                backend.clock.period_s, self._realtime_tick, callback_group=stepping
+            self._gate = ControlWindowGate(schedule.subs_per_control)
+            self.pacer = RealtimePacer(
+                schedule, self.lock, self._run_event, max_lag_s=backend.clock.period_s
             )
         with self.lock:
             self.publish_all()
+            if self.pacer is not None:
+                self.pacer.restart()
+        if self.pacer is not None:
+            self.pacer.start()
 
     # -- time and stepping ------------------------------------------------------------------
 
@@ -295,22 +320,47 @@ class TwinNode(Node):
                 return
             self._fresh.wait(remaining)
 
-    def _realtime_tick(self) -> None:
-        with self.lock:
-            self.step_once()
+    def _run_event(self, ev: TwinEvent, superseded: bool) -> None:
+        """Real time (pacing thread, under lock): physics up to the event, then its work
+        (nothing published if the loop is late and the next event is already due)."""
+        if ev.advance:
+            self.sim.world.step(ev.advance)
+        if ev.state and self._gate.should_tick(ev.sub_index, self.bridge.has_pending):
+            self.bridge.tick(self.now_s())
+        if superseded:
+            return
+        self.publish_state()  # also with a frame: the state is never older than the images
+        if ev.camera:
+            self.publish_cameras()
+
+    def destroy_node(self) -> None:
+        # getattr: rclpy may destroy a node whose __init__ failed (bad parameters) before
+        # the pacer existed.
+        pacer = getattr(self, "pacer", None)
+        if pacer is not None:
+            pacer.stop()
+        super().destroy_node()
 
     # -- publishing -------------------------------------------------------------------------
 
     def publish_all(self) -> None:
         """State, images, task status and bridge status for the current sim time."""
-        state = self.arm.read_state()
-        t = state.stamp_s
-        self.iface.publish_state(state)
+        self.publish_state()
+        self.publish_cameras()
+
+    def publish_cameras(self) -> None:
+        """Render and publish every camera (stamped with the sim time they show)."""
         for cam in self.sim.cameras:
             frame = cam.read()
             img_pub, info_pub = self._image_pubs[cam.name]
             img_pub.publish(convert.image_to_msg(frame.image, frame.stamp_s, cam.name))
             info_pub.publish(camera_info(self.sim, cam.name, frame.stamp_s))
+
+    def publish_state(self) -> None:
+        """State, task status and bridge status for the current sim time."""
+        state = self.arm.read_state()
+        t = state.stamp_s
+        self.iface.publish_state(state)
         status = self.sim.task.evaluate()
         task = {
             "stamp_s": t,
@@ -346,6 +396,9 @@ class TwinNode(Node):
                 self.get_logger().error(response.message)
                 return response
             self.episode += 1
+            if self.pacer is not None:  # real time: the schedule restarts with the scene
+                self.pacer.restart()
+                self._gate.reset()
             self.publish_all()
             response.success = True
             response.message = json.dumps(
@@ -371,6 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--command-wait-s", type=float, default=0.1, help="lockstep: wait for a fresh target, s"
     )
+    p.add_argument("--state-hz", type=float, default=100.0, help="realtime: state rate, Hz")
+    p.add_argument("--camera-hz", type=float, default=30.0, help="realtime: camera rate, Hz")
     return p
 
 
@@ -392,9 +447,14 @@ def main(argv: list[str] | None = None) -> None:
             args.ns,
             args.mode,
             args.command_wait_s,
+            args.state_hz,
+            args.camera_hz,
         )
     except BridgeParamError as e:
         exit_bad_parameter("twin", e)
+    except ValueError as e:  # rates whose ratios are not whole, unknown task
+        print(f"twin: {e}", file=sys.stderr)
+        raise SystemExit(2) from e
     backend = node.sim
     executor = MultiThreadedExecutor(num_threads=3)
     executor.add_node(node)

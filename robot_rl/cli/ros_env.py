@@ -5,10 +5,12 @@ supervisor of ``robot-rl up`` (``launch=True``), and builds::
 
     RosSession(namespace) shared by
       RosRobot (bridge node ``twin`` or ``arm_bridge``), RosCamera per setup camera,
-      RosTwinTask (robot: twin), clock:
-        lockstep            -> RosLockstepClock (tick = sim/step)
-        realtime, twin      -> StreamTimeClock  (wall pacing, sim-time now)
-        realtime, hardware  -> RateClock        (wall pacing, monotonic now)
+      RosTwinTask (robot: twin) or HardwareTask (robot: hardware; record / label only), clock:
+        lockstep            -> RosLockstepClock   (tick = sim/step)
+        realtime, twin      -> StreamAlignedClock (wall pacing phase-locked to the streams,
+                                                   sim-time now)
+        realtime, hardware  -> StreamAlignedClock (same pacing, now in the setup's time_base:
+                                                   monotonic unless it says stream)
     -> RobotEnv -> the same wrappers as the direct twin (robot_rl.cli.factory.apply_wrappers)
 
 The returned backend has the attributes ``rollout`` uses from the direct twin's backend
@@ -30,12 +32,12 @@ import gymnasium as gym
 
 from drivers.ros.env import apply_ros_env, ros_env
 from drivers.ros_camera import RosCamera, RosCameraConfig
-from drivers.ros_clock import RosLockstepClock, StreamTimeClock
+from drivers.ros_clock import RosLockstepClock, StreamAlignedClock
+from drivers.ros_hw_task import HardwareTask, HardwareTaskConfig
 from drivers.ros_robot import RosRobot, RosRobotConfig
 from drivers.ros_session import RosSession
 from drivers.ros_task import RosTwinTask, RosTwinTaskConfig
 from drivers.setup import Setup, load_setup
-from robot_rl.core.clock import RateClock
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.envs import RobotEnv
@@ -83,6 +85,25 @@ class RosBackend:
             self.supervisor.stop(5.0)
 
 
+def _check_hardware(setup: Setup, needs_task_reward: bool) -> None:
+    """Refuse a hardware setup where a task reward is needed, or without a start pose."""
+    if setup.robot != "hardware":
+        return
+    if needs_task_reward:
+        raise ValueError(
+            f"{setup.source} is robot: hardware: nothing on a real robot computes the task's "
+            "reward or success (a reward model does, from stage 5). Record demonstrations and "
+            "labels on it with `robot-rl record` / `robot-rl label` (the person's buttons mark "
+            "success); roll out or train on a twin setup (robot: twin)"
+        )
+    if setup.reset_pose is None:
+        raise ValueError(
+            f"{setup.source}: robot: hardware needs reset_pose: [x, y, z, qw, qx, qy, qz] (the "
+            "episode start pose in the base frame, inside the safety box), and optionally "
+            "reset_jitter_m: [dx, dy, dz]; see launch/README.md"
+        )
+
+
 def _twin_task_info(setup: Setup):
     if setup.robot != "twin":
         return None
@@ -101,6 +122,8 @@ def make_ros_env(
     launch: bool = False,
     log_dir: Path | None = None,
     connect_timeout_s: float | None = None,
+    terminate_on_success: bool = True,
+    needs_task_reward: bool = True,
 ) -> tuple[gym.Env, RosBackend]:
     """Build RobotEnv over the ROS 2 graph of ``setup``. See the module docstring.
 
@@ -116,15 +139,22 @@ def make_ros_env(
         log_dir: Node logs when ``launch`` (default: ``runs/up/<setup>-<time>``).
         connect_timeout_s: How long to wait for the bridge (None: 60 s when launching, as the
             twin takes a few seconds to start; else 10 s).
+        terminate_on_success: ``EnvConfig.terminate_on_success`` (False: the task's success
+            does not end the episode, e.g. when a person's button decides).
+        needs_task_reward: The caller takes reward and success from the task (rollout). A
+            hardware setup has neither (:class:`drivers.ros_hw_task.HardwareTask`) and is
+            refused; ``record`` and ``label`` pass False (the person's buttons mark success).
 
     Raises:
         drivers.setup.SetupError: Invalid setup file.
+        ValueError: A hardware setup where a task reward is needed, or without ``reset_pose``.
         drivers.ros_session.RosTimeoutError: Nodes not reachable.
     """
     from robot_rl.cli.factory import apply_wrappers
 
     if not isinstance(setup, Setup):
         setup = load_setup(setup)
+    _check_hardware(setup, needs_task_reward)  # before any node starts
     domain = domain_id if domain_id is not None else int(os.environ.get("ROS_DOMAIN_ID", 0))
     apply_ros_env(domain)
     info = _twin_task_info(setup)
@@ -136,6 +166,7 @@ def make_ros_env(
         control_rotation=control_rotation,
         max_state_age_s=setup.max_state_age_s,
         max_image_age_s=setup.max_image_age_s,
+        terminate_on_success=terminate_on_success,
     )
     safety = setup.safety or (info.default_safety if info else SafetyConfig())
     supervisor = None
@@ -190,10 +221,12 @@ def _build(
     twin = setup.robot == "twin"
     if setup.clock == "lockstep":
         clock: Any = RosLockstepClock(session, setup.control_hz)
-    elif twin:
-        clock = StreamTimeClock(session, setup.control_hz)
     else:
-        clock = RateClock(setup.control_hz)
+        clock = StreamAlignedClock(
+            session,
+            setup.control_hz,
+            time_base="monotonic" if setup.time_base == "monotonic" else "stream",
+        )
     robot = RosRobot(
         RosRobotConfig(
             namespace=setup.namespace,
@@ -220,11 +253,18 @@ def _build(
         )
         for c in setup.cameras
     )
+    task: Any
     if not twin:
-        raise ValueError(
-            f"{setup.source}: robot: hardware has no task implementation over ROS 2 yet "
-            "(success comes from reward models in a later stage); use a twin setup"
+        assert setup.reset_pose is not None  # checked by _check_hardware
+        task = HardwareTask(
+            HardwareTaskConfig(
+                name=setup.task,
+                reset_pose=setup.reset_pose,
+                reset_jitter_m=setup.reset_jitter_m,
+                safety=safety,
+            )
         )
+        return RosBackend(setup, session, robot, cameras, task, clock, env_cfg, safety)
     spec = None
     if info is not None:
         from sim.backend import _load

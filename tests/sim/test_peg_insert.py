@@ -266,3 +266,39 @@ def test_reward_is_bounded_and_grows_with_insertion():
     assert np.all((rewards >= -1) & (rewards <= 0))
     assert rewards[-1] == 0.0
     assert rewards[0] < rewards[len(rewards) // 2] < rewards[-1]
+
+
+def test_shaping_pays_height_only_over_the_opening():
+    from sim.tasks.peg_insert import shaping
+
+    above_aligned = shaping(np.array([0.0, 0.0, 0.01]), 0.0)  # 1 cm over the opening
+    on_top_off = shaping(np.array([0.006, 0.0, 0.0]), 0.0)  # resting on the top, 6 mm off
+    beside_low = shaping(np.array([0.03, 0.0, -0.02]), 0.0)  # beside the fixture, low
+    # Coming down off the opening earns nothing over staying high there: the old shaping paid
+    # a quarter of its range for being low anywhere (policies rested on the fixture top).
+    assert above_aligned > on_top_off > beside_low
+    assert shaping(np.array([0.006, 0.0, 0.0]), 0.0) == pytest.approx(
+        shaping(np.array([0.006, 0.0, 0.03]), 0.0), abs=0.01
+    )
+    # The fine term separates a fitting offset (1 mm) from one that lands on the edge (3 mm).
+    assert (
+        shaping(np.array([0.001, 0, 0.005]), 0.0) - shaping(np.array([0.003, 0, 0.005]), 0.0) > 0.1
+    )
+    assert shaping(np.zeros(3), SUCCESS_DEPTH_M) == pytest.approx(1.0)
+
+
+def test_hitting_the_fixture_top_off_the_opening_is_not_a_drop():
+    # A fast descent onto the fixture top 2 cm off the opening: the pads' contact may flicker
+    # for a step on impact, but the peg stays in its grasped place, so it is no failure.
+    env, b = _env(control_rotation=False)
+    obs, info = env.reset(seed=7)
+    hole = b.task.hole_pose
+    goal = hole[:3] + frames.quat_to_mat(hole[3:7]) @ np.array([0.02, 0.0, 0.02])
+    for _ in range(8):
+        obs, r, term, trunc, info = _step_tip_towards(env, info, goal, 4)
+    for _ in range(8):  # slam down: the target is 3 cm below the top
+        obs, r, term, trunc, info = _step_tip_towards(env, info, goal - [0, 0, 0.05], 4)
+        assert not term and r > FAILURE_REWARD
+    assert b.task.in_grasp()
+    p = info[keys.INFO_PRIVILEGED]
+    assert p["peg_to_hole"][2] == pytest.approx(0.0, abs=1e-3)  # resting on the top

@@ -1,0 +1,116 @@
+"""The real-time twin's event schedule and control-window gate (plain Python, no ROS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.realtime import ControlWindowGate, EventSchedule
+
+DT = 0.002  # 500 Hz physics
+
+
+def _events(schedule: EventSchedule, until_step: int):
+    out = []
+    while schedule.peek().step <= until_step:
+        out.append(schedule.pop())
+    return out
+
+
+def test_state_every_period_cameras_at_the_nearest_physics_step() -> None:
+    s = EventSchedule(DT, 0.1, state_hz=100.0, camera_hz=30.0)
+    assert (s.state_steps, s.subs_per_control) == (5, 10)
+    evs = _events(s, 100)  # the first 200 ms after a reset
+    state_steps = [e.step for e in evs if e.state]
+    camera_steps = [e.step for e in evs if e.camera]
+    assert state_steps == list(range(5, 101, 5))
+    assert [e.sub_index for e in evs if e.state] == list(range(1, 21))
+    assert camera_steps == [17, 33, 50, 67, 83, 100]  # 34, 66, 100 ms ...: 30 Hz on 2 ms steps
+    assert sum(e.advance for e in evs) == 100  # physics advances exactly to each event
+    both = [e for e in evs if e.state and e.camera]
+    assert [e.step for e in both] == [50, 100]
+
+
+def test_reset_restarts_the_schedule() -> None:
+    s = EventSchedule(DT, 0.1, state_hz=100.0, camera_hz=30.0)
+    _events(s, 73)
+    s.reset()
+    ev = s.pop()
+    assert (ev.step, ev.advance, ev.sub_index, ev.camera) == (5, 5, 1, False)
+
+
+@pytest.mark.parametrize(
+    ("control_period_s", "state_hz", "camera_hz", "match"),
+    [
+        (0.1, 125.0, 30.0, "control period / state period"),  # 100 ms / 8 ms
+        (0.1, 300.0, 30.0, "state period / physics timestep"),  # 3.33 ms / 2 ms
+        (0.1, 100.0, 1000.0, "faster than the physics rate"),
+        (0.1, 100.0, 0.0, "positive"),
+    ],
+)
+def test_rates_whose_ratios_are_not_whole_are_refused(
+    control_period_s, state_hz, camera_hz, match
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        EventSchedule(DT, control_period_s, state_hz, camera_hz)
+
+
+def test_whole_ratios_are_rounded_not_floored() -> None:
+    # 1 / 0.03 s = 33.33 Hz control with 300 Hz state: 0.03 / (1/300) = 8.999... -> 9, not 8
+    s = EventSchedule(1.0 / 600.0, 0.03, state_hz=300.0, camera_hz=30.0)
+    assert s.subs_per_control == 9 and s.state_steps == 2
+
+
+def test_gate_executes_one_new_target_per_control_period_at_the_next_sub_period() -> None:
+    gate = ControlWindowGate(10)
+    # Boundaries tick (watchdog, gripper) with or without a target.
+    assert gate.should_tick(10, has_pending=False)
+    # A target arriving mid-period is executed at the next sub-period ...
+    assert not gate.should_tick(11, has_pending=False)
+    assert gate.should_tick(12, has_pending=True)
+    # ... and a flood in the same period waits for the next boundary.
+    assert not any(gate.should_tick(k, has_pending=True) for k in range(13, 20))
+    assert gate.should_tick(20, has_pending=True)
+    assert not gate.should_tick(21, has_pending=True)
+    # A scene reset restarts the windows.
+    gate.reset()
+    assert gate.should_tick(3, has_pending=True)
+    assert not gate.should_tick(4, has_pending=True)
+
+
+def test_gate_at_most_one_execution_per_window_under_a_flood() -> None:
+    gate = ControlWindowGate(10)
+    executed = [k for k in range(1, 101) if gate.should_tick(k, has_pending=True)]
+    windows = [k // 10 for k in executed]
+    assert windows == sorted(set(windows)) and len(executed) == 11  # windows 0..10
+
+
+def test_a_late_pacer_steps_every_event_but_publishes_only_the_newest() -> None:
+    import threading
+
+    from sim.realtime import RealtimePacer
+
+    t = {"now": 100.0}
+
+    def mono() -> float:
+        t["now"] += 0.0005  # each look at the clock costs 0.5 ms of fake time
+        return t["now"]
+
+    schedule = EventSchedule(DT, 0.1, state_hz=100.0, camera_hz=30.0)
+    runs: list[tuple[int, bool]] = []
+
+    def run_event(ev, superseded: bool) -> None:
+        runs.append((ev.step, superseded))
+        if len(runs) == 12:
+            pacer._stop.set()
+
+    pacer = RealtimePacer(schedule, threading.RLock(), run_event, max_lag_s=0.1, monotonic=mono)
+    pacer.restart()
+    t["now"] += 0.045  # the loop starts 45 ms late: events at 10..40 ms are overdue
+    pacer._run()
+    steps = [s for s, _ in runs]
+    assert steps == sorted(steps) and steps[0] == 5  # every event runs (physics, bridge)
+    flags = [sup for _, sup in runs]
+    assert flags[0] and not flags[-1]
+    first_published = flags.index(False)
+    assert not any(flags[first_published:])  # once caught up, everything is published
+    assert pacer.superseded == first_published and pacer.resyncs == 0
