@@ -59,16 +59,16 @@ class PhaseLockConfig:
             seconds. Keep it below half the set interval (e.g. <= 0.4 x camera period: 13 ms at
             30 Hz), so that a tick never waits for a set it could not use.
         lead_s: The aligned nominal time is this long before the expected set completion,
-            seconds, so that a set arriving a little early is not missed (it is then at most
-            ``lead_s`` old) and one arriving late is waited for.
+            seconds: a set up to ``max_wait_s - lead_s`` late is waited for, an early one is
+            used at the nominal time (then as old as it is early).
         phase_gain: Fraction of the observed phase error corrected per tick, in [0, 1]
             (0: align only at reset).
         history: Set completions kept for the interval estimate (>= 3; 31 is about one
             second of 30 Hz cameras).
     """
 
-    max_wait_s: float = 0.012
-    lead_s: float = 0.003
+    max_wait_s: float = 0.013
+    lead_s: float = 0.001
     phase_gain: float = 0.5
     history: int = 31
 

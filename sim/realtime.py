@@ -168,6 +168,7 @@ class RealtimePacer:
         run_event: ``run_event(event, superseded)`` executes one event (steps physics, ticks
             the bridge; publishes unless ``superseded``), called under ``lock``.
         max_lag_s: Largest lag caught up by running events back to back, seconds.
+        on_resync: Called with the lag (seconds, under ``lock``) when sim time slips.
         monotonic: Wall-clock source.
     """
 
@@ -178,11 +179,13 @@ class RealtimePacer:
         run_event: Callable[[TwinEvent, bool], None],
         max_lag_s: float,
         monotonic: Callable[[], float] = time.monotonic,
+        on_resync: Callable[[float], None] | None = None,
     ) -> None:
         self.schedule = schedule
         self.lock = lock
         self.run_event = run_event
         self.max_lag_s = max_lag_s
+        self.on_resync = on_resync or (lambda lag_s: None)
         self._mono = monotonic
         self._wall0 = monotonic()
         self._generation = 0
@@ -225,6 +228,7 @@ class RealtimePacer:
                 if lag > self.max_lag_s:
                     self._wall0 += lag
                     self.resyncs += 1
+                    self.on_resync(lag)
                 ev = self.schedule.pop()
                 superseded = self._mono() >= self._wall0 + self.schedule.peek().step * dt
                 self.run_event(ev, superseded)

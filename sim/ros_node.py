@@ -40,9 +40,10 @@ Modes:
   (reset, hold, ...) publishes the state at once; the cameras keep their schedule, which a
   ``task/reset`` restarts (with a frame at sim time 0).
 
-Threads: a multi-threaded executor; subscriptions and hold/estop run in a reentrant group,
-the stepping services in an exclusive one; in real time a pacing thread runs the events; one
-lock serialises the bridge and the physics.
+Threads: lockstep: a multi-threaded executor; subscriptions and hold/estop run in a reentrant
+group, the stepping services in an exclusive one. Real time: a pacing thread runs the events and
+a single-threaded executor the callbacks (rclpy's multi-threaded executor busy-loops in Python
+and starved the pacing thread of the GIL). One lock serialises the bridge and the physics.
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ import time
 import numpy as np
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import (
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    SingleThreadedExecutor,
+)
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
@@ -258,7 +263,15 @@ class TwinNode(Node):
         else:
             self._gate = ControlWindowGate(schedule.subs_per_control)
             self.pacer = RealtimePacer(
-                schedule, self.lock, self._run_event, max_lag_s=backend.clock.period_s
+                schedule,
+                self.lock,
+                self._run_event,
+                max_lag_s=backend.clock.period_s,
+                on_resync=lambda lag_s: self.get_logger().warning(
+                    f"real time: the twin fell {lag_s * 1e3:.0f} ms behind (CPU starved?); "
+                    "sim time slips",
+                    throttle_duration_sec=1.0,
+                ),
             )
         with self.lock:
             self.publish_all()
@@ -329,9 +342,14 @@ class TwinNode(Node):
             self.bridge.tick(self.now_s())
         if superseded:
             return
-        self.publish_state()  # also with a frame: the state is never older than the images
-        if ev.camera:
-            self.publish_cameras()
+        try:
+            self.publish_state()  # also with a frame: the state is never older than the images
+            if ev.camera:
+                self.publish_cameras()
+        except Exception:
+            if self.context.ok():
+                raise
+            # Ctrl-C / SIGTERM: rclpy shut the context down before main() stops the pacer.
 
     def destroy_node(self) -> None:
         # getattr: rclpy may destroy a node whose __init__ failed (bad parameters) before
@@ -456,7 +474,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"twin: {e}", file=sys.stderr)
         raise SystemExit(2) from e
     backend = node.sim
-    executor = MultiThreadedExecutor(num_threads=3)
+    # Real time: a single-threaded executor (callbacks wait for the lock at most one event). The
+    # multi-threaded one rebuilds its wait set in Python in a busy loop that held the GIL half
+    # the time and starved the pacing thread for up to seconds (stale-data errors in the env).
+    executor = (
+        SingleThreadedExecutor() if node.pacer is not None else MultiThreadedExecutor(num_threads=3)
+    )
     executor.add_node(node)
     node.get_logger().info(
         f"twin ready: task={args.task} mode={args.mode} ns=/{args.ns} id={node.twin_id}"
