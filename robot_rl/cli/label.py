@@ -18,15 +18,13 @@ the store (``--resume`` appends to it). Live counts of positive and negative fra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
-
-import tyro
+from typing import Any
 
 from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.record import env_wrappers, stamp_of
-from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopOptions, check_out
+from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
 from robot_rl.core import keys
 
 LABEL_BUTTON = "success"
@@ -35,41 +33,15 @@ END_BUTTONS = ("discard", "failure", "reset")
 
 
 @dataclass(frozen=True)
-class LabelConfig:
+class LabelConfig(TeleopRunConfig):
     """Teleoperate over ROS 2 and label frames (success button held = 1) for reward models."""
 
-    setup: Path
-    """Setup YAML (launch/*.yaml)."""
-    io: Annotated[TeleopOptions, tyro.conf.OmitArgPrefixes] = field(default_factory=TeleopOptions)
-    """Nodes and teleop source."""
     out: Path = Path("frames.zarr")
     """The zarr frame store to write."""
     episodes: int = 10
     """Stop after this many kept episodes (this run)."""
-    resume: bool = False
-    """Append to an existing --out (same cameras and image size)."""
-    task: str | None = None
-    """Task (default: the setup's; another one needs --launch)."""
-    cameras: tuple[str, ...] | None = None
-    """Cameras stored (default: every camera of the setup)."""
-    image_size: int = 64
-    """Stored images are image_size x image_size (resized from the setup's cameras)."""
-    control_rotation: bool = False
-    """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper]."""
-    max_episode_steps: int | None = None
-    """Episode step limit (default: the task's)."""
     seed: int = 4_000_000
     """Store episode k resets with seed + k."""
-    json: bool = False
-    """Print exactly one JSON object on stdout."""
-
-    def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.image_size < 16:
-            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
-        if self.max_episode_steps is not None and self.max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
 def run_label(cfg: LabelConfig, view=None) -> dict:

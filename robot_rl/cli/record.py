@@ -40,15 +40,14 @@ camera.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-import tyro
 
 from robot_rl.cli.collect import LearnerEnvConfig, ObsMode, same_data_settings
-from robot_rl.cli.teleop_env import TeleopOptions, check_out
+from robot_rl.cli.teleop_env import TeleopOptions, TeleopRunConfig, check_out
 from robot_rl.core import keys
 
 SuccessFrom = Literal["buttons", "task", "both"]
@@ -57,50 +56,24 @@ END_BUTTONS = ("discard", "failure", "success", "reset")
 
 
 @dataclass(frozen=True)
-class RecordConfig:
+class RecordConfig(TeleopRunConfig):
     """Teleoperate over ROS 2 and record demonstrations into a zarr dataset."""
 
-    setup: Path
-    """Setup YAML (launch/*.yaml): robot, cameras, task, nodes."""
-    io: Annotated[TeleopOptions, tyro.conf.OmitArgPrefixes] = field(default_factory=TeleopOptions)
-    """Nodes and teleop source."""
     out: Path = Path("demos.zarr")
     """The zarr dataset to write."""
     episodes: int = 20
     """Stop after this many kept episodes (this run)."""
-    resume: bool = False
-    """Append to an existing --out (recorded with the same settings)."""
-    task: str | None = None
-    """Task (default: the setup's; another one needs --launch)."""
+    seed: int = 3_000_000
+    """Dataset episode k resets with seed + k."""
     success_from: SuccessFrom | None = None
     """Who marks success: buttons, task or both (default: both on a twin, buttons on hardware)."""
     obs: ObsMode = "state"
     """Stored observation, as `robot-rl train --obs`: state (robot + the task's object state,
     twin only) or pixels (camera images + robot state)."""
-    cameras: tuple[str, ...] | None = None
-    """Cameras stored with --obs pixels (default: every camera of the setup)."""
-    image_size: int = 64
-    """Stored images are image_size x image_size (resized from the setup's cameras)."""
-    control_rotation: bool = False
-    """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (train's default)."""
-    max_episode_steps: int | None = None
-    """Episode step limit (default: the task's)."""
-    seed: int = 3_000_000
-    """Dataset episode k resets with seed + k."""
     video_dir: Path | None = None
     """Write episode_<index>.mp4 per kept episode here."""
     video_camera: str | None = None
     """Camera of the videos (default: the setup's first)."""
-    json: bool = False
-    """Print exactly one JSON object on stdout."""
-
-    def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.image_size < 16:
-            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
-        if self.max_episode_steps is not None and self.max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
 def learner_env(cfg: RecordConfig, setup) -> LearnerEnvConfig:

@@ -27,8 +27,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import tyro
 import yaml
 
 from drivers.ros.env import ros_env
@@ -70,6 +71,46 @@ class TeleopOptions:
             raise ValueError(f"realtime_factor must be >= 0, got {self.realtime_factor}")
         if self.teleop_wait_s <= 0:
             raise ValueError(f"teleop_wait_s must be > 0, got {self.teleop_wait_s}")
+
+
+@dataclass(frozen=True)
+class TeleopRunConfig:
+    """What `robot-rl record` and `robot-rl label` share: a setup driven by a person (or a
+    recorded / simulated one) into a zarr store. Subclasses redeclare ``out``, ``episodes`` and
+    ``seed`` with their own defaults."""
+
+    setup: Path
+    """Setup YAML (launch/*.yaml): robot, cameras, task, nodes."""
+    io: Annotated[TeleopOptions, tyro.conf.OmitArgPrefixes] = field(default_factory=TeleopOptions)
+    """Nodes and teleop source."""
+    out: Path = Path("out.zarr")
+    """The zarr store to write."""
+    episodes: int = 10
+    """Stop after this many kept episodes (this run)."""
+    resume: bool = False
+    """Append to an existing --out (recorded with the same settings)."""
+    task: str | None = None
+    """Task (default: the setup's; another one needs --launch)."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras stored (default: every camera of the setup)."""
+    image_size: int = 64
+    """Stored images are image_size x image_size (resized from the setup's cameras)."""
+    control_rotation: bool = False
+    """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (train's default)."""
+    max_episode_steps: int | None = None
+    """Episode step limit (default: the task's)."""
+    seed: int = 0
+    """Episode k resets with seed + k."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.image_size < 16:
+            raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
 def check_out(out: Path, resume: bool, what: str) -> None:
