@@ -51,6 +51,10 @@ class TaskInfo:
             needs besides the robot state (where the object is); ``--obs state`` observes
             them through ``robot_rl.wrappers.ObjectState``. Empty when the robot state
             suffices.
+        action_scale_m: TCP translation per step for an action of 1.0, metres (the env's
+            ``EnvConfig.action_scale_m`` for this task unless a caller sets one).
+        fixed_gripper: Gripper command the learner's env holds, dropping the gripper from the
+            policy's actions (``robot_rl.wrappers.FixedGripper``); None: the policy commands it.
     """
 
     description: str
@@ -59,6 +63,8 @@ class TaskInfo:
     task_class: str
     expert_class: str
     state_objects: tuple[str, ...] = ()
+    action_scale_m: float = 0.02
+    fixed_gripper: float | None = None
 
 
 def _load(path: str) -> Any:
@@ -96,6 +102,8 @@ TASKS: dict[str, TaskInfo] = {
         task_class="sim.tasks.peg_insert:PegInsertTask",
         expert_class="sim.experts.peg_insert:PegInsertExpert",
         state_objects=("peg_to_hole", "hole_pos"),
+        action_scale_m=peg_insert.ACTION_SCALE_M,
+        fixed_gripper=1.0,  # the peg is grasped from the start; opening drops it
     ),
     "reach": TaskInfo(
         description=reach.DESCRIPTION,

@@ -144,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ns", default="arm", help="arm namespace")
     p.add_argument("--control-hz", type=float, default=10.0, help="the env's control rate, Hz")
     p.add_argument("--control-rotation", action="store_true", help="7-dim actions (else 4)")
+    p.add_argument(
+        "--action-scale-m",
+        type=float,
+        default=None,
+        help="the env's translation per step for an action of 1.0, metres (default: the task's)",
+    )
     p.add_argument("--rule", choices=("always", "no_progress"), default="always")
     p.add_argument("--seed", type=int, default=0)
     d = HumanConfig()
@@ -152,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--takeover-steps", type=int, default=d.takeover_steps, help="no_progress")
     p.add_argument("--max-interventions", type=int, default=d.max_interventions)
     args, ros_args = p.parse_known_args(argv)
-    env_cfg = EnvConfig(control_hz=args.control_hz, control_rotation=args.control_rotation)
+    from sim.backend import TASKS
+
+    if args.task not in TASKS:
+        p.error(f"unknown --task {args.task!r}; known: {sorted(TASKS)}")
+    env_cfg = EnvConfig(
+        control_hz=args.control_hz,
+        control_rotation=args.control_rotation,
+        action_scale_m=args.action_scale_m or TASKS[args.task].action_scale_m,
+    )
     try:
         human = HumanConfig(
             rule=args.rule,

@@ -167,6 +167,57 @@ def test_learner_env_state_mode_includes_the_task_object_state():
         make_env_from_setup(bad)
 
 
+def test_peg_insert_learner_env_holds_the_gripper_closed_and_the_expert_still_inserts():
+    """peg_insert's learner env acts in [dx, dy, dz] at the task's 1 cm scale; the scripted
+    expert's base actions map into it (their gripper dropped) and still insert the peg."""
+    from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.cli.factory import base_to_policy_action, make_env_from_setup
+    from robot_rl.cli.rollout import ExpertPolicy
+    from sim.tasks.peg_insert import ACTION_SCALE_M
+
+    lenv = LearnerEnvConfig(task="peg_insert", obs="state")
+    setup = lenv.env_setup()
+    assert setup.wrappers.fixed_gripper == 1.0 and setup.action_scale_m is None
+    env, b = make_env_from_setup(setup)
+    try:
+        assert env.action_space.shape == (3,)
+        assert env.unwrapped.config.action_scale_m == ACTION_SCALE_M
+        policy = ExpertPolicy(b.make_expert(), env)
+        to_policy = base_to_policy_action(env)
+        successes = 0
+        for seed in range(3):
+            obs, info = env.reset(seed=seed)
+            policy.reset(np.random.default_rng(seed))
+            for _ in range(100):
+                a = policy.act(obs, info)
+                assert a.shape == (3,)
+                obs, _, term, trunc, info = env.step(a)
+                # The arm's gripper command is closed on every step: the peg stays held.
+                assert info[keys.INFO_COMMAND][7] == pytest.approx(1.0)
+                if term or trunc:
+                    break
+            successes += bool(info[keys.INFO_SUCCESS])
+        assert successes >= 2
+        a_base = np.array([0.5, -0.5, 0.25, -1.0])
+        np.testing.assert_array_equal(to_policy(a_base), a_base[:3])
+    finally:
+        env.close()
+        b.close()
+    # "task" resolves to the task's own choice; an explicit "policy" gripper is other data.
+    assert same_data_settings(lenv.to_json(), LearnerEnvConfig(task="peg_insert", gripper="fixed"))
+    assert not same_data_settings(
+        lenv.to_json(), LearnerEnvConfig(task="peg_insert", gripper="policy")
+    )
+    # A dataset written before these settings existed had a 4-dim, 2 cm action.
+    legacy = {
+        k: v
+        for k, v in LearnerEnvConfig(task="pick_cube").to_json().items()
+        if k not in ("gripper", "action_scale_m")
+    }
+    assert same_data_settings(legacy, LearnerEnvConfig(task="pick_cube"))
+    assert not same_data_settings(legacy, LearnerEnvConfig(task="pick_cube", action_scale_m=0.01))
+
+
 def _stack(env):
     while True:
         yield env

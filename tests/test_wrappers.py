@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from robot_rl.core import frames, keys
 from robot_rl.wrappers import (
     CropResize,
+    FixedGripper,
     FlattenState,
     GripperDiscretize,
     ImageCropResize,
@@ -403,6 +404,45 @@ def test_gripper_inverse_dead_band_is_keep_and_nan_passes():
     assert np.isnan(env.action(np.array([0, 0, 0, 0, 0, 0, np.nan]))[-1])
     with pytest.raises(ValueError, match=r"\(0, 1\)"):
         GripperDiscretize(KinematicTcpEnv(), threshold=1.5)
+
+
+# -- FixedGripper ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control_rotation", [False, True])
+def test_fixed_gripper_drops_the_dimension_and_always_sends_the_command(control_rotation):
+    inner = KinematicTcpEnv(control_rotation=control_rotation)
+    env = FixedGripper(inner, command=1.0)
+    n = inner.action_space.shape[0]
+    assert env.action_space.shape == (n - 1,)
+    env.reset(seed=0)
+    for g_obs in range(3):
+        a = np.full(n - 1, 0.1 * (g_obs + 1))
+        _, *_ = env.step(a)
+        np.testing.assert_array_equal(inner.received[-1], [*a, 1.0])
+    # The gripper reading follows the held command, whatever the policy would have wanted.
+    assert env.unwrapped._gripper == 1.0
+    with pytest.raises(ValueError, match=r"gripper is fixed at \+1.0; do not pass it"):
+        env.step(np.zeros(n))
+
+
+@given(a=st.lists(st.floats(-1, 1), min_size=6, max_size=6), g=st.floats(-1, 1))
+@settings(max_examples=50, deadline=None)
+def test_fixed_gripper_inverse_is_exact_and_discards_the_human_gripper(a, g):
+    env = FixedGripper(KinematicTcpEnv(), command=-1.0)
+    b = np.array([*a, g])
+    p = env.inverse_action(b)
+    np.testing.assert_array_equal(p, a)
+    np.testing.assert_array_equal(env.action(p), [*a, -1.0])
+
+
+def test_fixed_gripper_rejects_bad_commands_and_layouts():
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        FixedGripper(KinematicTcpEnv(), command=2.0)
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        FixedGripper(KinematicTcpEnv(), command=float("nan"))
+    with pytest.raises(ValueError, match="inner action must have shape"):
+        FixedGripper(KinematicTcpEnv()).inverse_action(np.zeros(3))
 
 
 # -- TimeLimit ---------------------------------------------------------------------------------

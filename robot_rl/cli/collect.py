@@ -44,12 +44,32 @@ class LearnerEnvConfig:
     """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (default; easier to learn)."""
     max_episode_steps: int | None = None
     """Episode step limit (None: the task's default)."""
+    gripper: Literal["task", "policy", "fixed"] = "task"
+    """task: the task's choice (peg_insert holds the grasping gripper closed, the others let
+    the policy command it); policy: the last action dimension commands the gripper; fixed:
+    held at the task's fixed command (closed if it has none) and not in the policy's actions."""
+    action_scale_m: float | None = None
+    """TCP translation per step for an action of 1.0, metres (None: the task's default,
+    `robot-rl envs` shows it)."""
 
     def __post_init__(self) -> None:
         if self.obs == "pixels" and not self.cameras:
             raise ValueError("--obs pixels needs at least one camera in --cameras")
         if self.image_size < 16:
             raise ValueError(f"image_size {self.image_size} must be >= 16 pixels")
+        if self.action_scale_m is not None and not 0.0 < self.action_scale_m <= 0.1:
+            raise ValueError(
+                f"action_scale_m {self.action_scale_m} must be in (0, 0.1] metres per step"
+            )
+
+    def fixed_gripper(self) -> float | None:
+        """The gripper command the env holds (None: the policy commands the gripper)."""
+        if self.gripper == "policy":
+            return None
+        task_choice = TASKS[self.task].fixed_gripper if self.task in TASKS else None
+        if self.gripper == "fixed":
+            return 1.0 if task_choice is None else task_choice
+        return task_choice
 
     def env_setup(self) -> EnvSetup:
         """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels; the
@@ -62,23 +82,45 @@ class LearnerEnvConfig:
             image_size=self.image_size,
             max_episode_steps=self.max_episode_steps,
             control_rotation=self.control_rotation,
-            wrappers=WrapperConfig(flatten_state=True, object_state=tuple(objects)),
+            action_scale_m=self.action_scale_m,
+            wrappers=WrapperConfig(
+                flatten_state=True,
+                object_state=tuple(objects),
+                fixed_gripper=self.fixed_gripper(),
+            ),
         )
 
     def to_json(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def data_settings(self) -> dict:
-        """The settings that shape stored data (all but the episode length)."""
-        return {k: v for k, v in self.to_json().items() if k != "max_episode_steps"}
+        """The settings that shape stored data (all but the episode length), with the task
+        defaults resolved: the held gripper command (None: the policy's) and the action
+        scale, so that "task" and the task's own value compare equal."""
+        out = {k: v for k, v in self.to_json().items() if k != "max_episode_steps"}
+        out["gripper"] = self.fixed_gripper() if self.task in TASKS else self.gripper
+        out["action_scale_m"] = self.action_scale_m or (
+            TASKS[self.task].action_scale_m if self.task in TASKS else None
+        )
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> LearnerEnvConfig:
+        """Inverse of :meth:`to_json`. Datasets written before ``gripper`` and
+        ``action_scale_m`` were settings had the policy command the gripper at 2 cm/step."""
+        d = {"gripper": "policy", "action_scale_m": 0.02, **d}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 def same_data_settings(stored: dict | None, env: LearnerEnvConfig) -> bool:
     """Whether a dataset's stored env settings (None: unknown, accepted) match ``env``'s."""
     if stored is None:
         return True
-    stored = {k: v for k, v in stored.items() if k != "max_episode_steps"}
-    return stored == env.data_settings()
+    try:
+        stored_cfg = LearnerEnvConfig.from_json(stored)
+    except (TypeError, ValueError):
+        return False  # unknown keys or invalid values: not the same settings
+    return stored_cfg.data_settings() == env.data_settings()
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,9 @@ class WrapperConfig:
     """Turn the gripper action into close (> threshold) / open (< -threshold) / keep."""
     gripper_threshold: float = 0.5
     """Dead band of the discretised gripper action, in (0, 1)."""
+    fixed_gripper: float | None = None
+    """Hold the gripper at this command in [-1, 1] (+1 closed) and drop the gripper dimension
+    from the policy's actions (FixedGripper); None: the policy commands the gripper."""
     crop: tuple[int, int, int, int] | None = None
     """Crop every camera image to (top, left, height, width) pixels before resizing."""
     resize: tuple[int, int] | None = None
@@ -65,6 +68,14 @@ class WrapperConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.gripper_threshold < 1.0:
             raise ValueError(f"gripper_threshold {self.gripper_threshold} must be in (0, 1)")
+        if self.fixed_gripper is not None:
+            if not -1.0 <= self.fixed_gripper <= 1.0:
+                raise ValueError(f"fixed_gripper {self.fixed_gripper} must be in [-1, 1] or None")
+            if self.gripper_discretize:
+                raise ValueError(
+                    "fixed_gripper and gripper_discretize exclude each other: a fixed gripper "
+                    "has no action dimension to discretise"
+                )
         if self.crop is not None and (
             min(self.crop[:2]) < 0 or min(self.crop[2:]) < 1 or len(self.crop) != 4
         ):
@@ -95,6 +106,8 @@ class EnvSetup:
     """Episode step limit (None: the task's default)."""
     control_rotation: bool = True
     """7-dim action (with rotation) or 4-dim [dx, dy, dz, gripper] (fixed orientation)."""
+    action_scale_m: float | None = None
+    """TCP translation per step for an action of 1.0, metres (None: the task's default)."""
     wrappers: WrapperConfig = field(default_factory=WrapperConfig)
     """Wrappers stacked on the base env."""
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
@@ -140,6 +153,7 @@ def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[Env
         control_hz=setup.control_hz,
         max_episode_steps=steps,
         control_rotation=setup.control_rotation,
+        action_scale_m=setup.action_scale_m or info.action_scale_m,
     )
     cams = tuple(setup.cameras) + tuple(c for c in extra_cameras if c not in setup.cameras)
     sim_cfg = SimConfig(
@@ -243,6 +257,8 @@ def apply_wrappers(
         env = w.GripperDiscretize(env, threshold=cfg.gripper_threshold)
     if cfg.relative_frame:
         env = w.RelativeFrame(env)
+    if cfg.fixed_gripper is not None:  # outside RelativeFrame, which expects the gripper last
+        env = w.FixedGripper(env, cfg.fixed_gripper)
     if (cfg.crop is not None or cfg.resize is not None) and has_images:
         env = w.ImageCropResize(env, crop=cfg.crop, size=cfg.resize)
     if cfg.flatten_state:

@@ -117,6 +117,7 @@ def make_ros_env(
     *,
     control_rotation: bool = True,
     max_episode_steps: int | None = None,
+    action_scale_m: float | None = None,
     wrappers: Any = None,
     domain_id: int | None = None,
     launch: bool = False,
@@ -131,6 +132,8 @@ def make_ros_env(
         setup: A parsed setup or the path of its YAML.
         control_rotation: 7-dim action with rotation, or 4-dim.
         max_episode_steps: Episode length (None: the twin task's default, else 100).
+        action_scale_m: TCP translation per step for an action of 1.0 (None: the twin task's
+            default, else 2 cm).
         wrappers: ``robot_rl.cli.factory.WrapperConfig`` (None: no wrappers).
         domain_id: ROS_DOMAIN_ID (None: ``$ROS_DOMAIN_ID``, else 0). The ROS variables of
             :func:`drivers.ros.env.ros_env` are applied to this process.
@@ -164,6 +167,7 @@ def make_ros_env(
         control_hz=setup.control_hz,
         max_episode_steps=max_episode_steps or (info.max_episode_steps if info else 100),
         control_rotation=control_rotation,
+        action_scale_m=action_scale_m or (info.action_scale_m if info else 0.02),
         max_state_age_s=setup.max_state_age_s,
         max_image_age_s=setup.max_image_age_s,
         terminate_on_success=terminate_on_success,

@@ -169,7 +169,10 @@ class RosTraining:
 def human_node_args(cmd: Any) -> tuple[str, ...]:
     """``sim.human_node`` arguments for ``cmd``'s ``--human-*`` settings and seed."""
     h = cmd.human_config()
+    scale = cmd.env.action_scale_m  # None: the node takes the task's, as the env does
+    extra = ("--action-scale-m", repr(float(scale))) if scale else ()
     return (
+        *extra,
         "--rule", h.rule,
         "--patience-steps", str(h.patience_steps),
         "--min-progress", repr(float(h.min_progress)),
@@ -209,6 +212,7 @@ def build_ros_training(cmd: Any) -> RosTraining:
             env_setup,
             control_rotation=lenv.control_rotation,
             max_episode_steps=lenv.max_episode_steps,
+            action_scale_m=lenv.action_scale_m,
             wrappers=wrappers,
             domain_id=cmd.domain_id,
             launch=cmd.launch,

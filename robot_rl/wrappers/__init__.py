@@ -7,10 +7,11 @@ successive observations: whatever they modify is a new array.
 
 Typical stack, innermost first (see ``robot_rl.cli.factory``)::
 
-    RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> ImageCropResize
-             -> FlattenState -> TimeLimit -> Intervention (outermost, policy-facing)
+    RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
+             -> ImageCropResize -> FlattenState -> TimeLimit -> Intervention (outermost)
 """
 
+from robot_rl.wrappers.fixed_gripper import FixedGripper
 from robot_rl.wrappers.flatten_state import FlattenState
 from robot_rl.wrappers.gripper_discretize import GripperDiscretize
 from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, crop_resize
@@ -21,6 +22,7 @@ from robot_rl.wrappers.time_limit import TimeLimit
 
 __all__ = [
     "CropResize",
+    "FixedGripper",
     "FlattenState",
     "GripperDiscretize",
     "ImageCropResize",

@@ -119,6 +119,13 @@ DEFAULT_SAFETY = SafetyConfig(
 below that presses with the controller's bounded force); x/y cover every hole and start pose."""
 MAX_EPISODE_STEPS = 100
 """At 10 Hz; the scripted expert needs about 20-40 steps."""
+ACTION_SCALE_M = 0.01
+"""Default TCP translation per step for an action of 1.0, metres: half the other tasks'.
+Why: SAC's exploration noise is a fraction of the action scale, and at 2 cm per step it
+was 3-4 mm per step, more than twice the 1.5 mm clearance a side, so exploring policies
+almost never entered the hole (the scripted expert itself drops to about 5 % success with
+that much noise). HIL-SERL likewise scales insertion actions down. 1 cm per step still
+crosses the +-6 cm start box in well under the episode's 100 steps."""
 REACH_SCALE_M = 0.03
 """xy distance scale of the coarse ``reach`` reward term, metres (the start box is +-6 cm)."""
 ALIGN_SCALE_M = 0.002

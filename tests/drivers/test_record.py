@@ -197,8 +197,10 @@ def test_killed_recorder_keeps_finished_episodes_and_resume_appends(
         a2_domain,
         "twin",
     )
-    # One success, then an episode that never ends (the recorder is killed in it).
-    events = held("w", 0.0, 1.5) + [(3.0, "y")] + held("a", 4.0, 30.0)
+    # One success, then an episode that never ends (the recorder is killed in it). Playback
+    # starts once the recorder subscribes, which can be seconds before its first step on a
+    # loaded machine: each key is held long enough to survive that.
+    events = held("w", 0.0, 3.0) + [(4.5, "y")] + held("a", 5.5, 40.0)
     first = keyboard_file(tmp_path / "kill.jsonl", events)
     teleop = ros_processes(
         [sys.executable, "-m", "drivers.teleop.node", "--device", "replay", "--file", str(first)],
@@ -224,7 +226,7 @@ def test_killed_recorder_keeps_finished_episodes_and_resume_appends(
     assert before["action"][:, 0].max() == 1.0
 
     # --resume: a failure, then SIGTERM mid-episode (a clean stop drops the open episode).
-    events = held("r", 0.0, 1.0) + [(2.5, "n")] + held("w", 3.5, 30.0)
+    events = held("r", 0.0, 3.0) + [(4.5, "n")] + held("w", 5.5, 40.0)
     second = keyboard_file(tmp_path / "resume.jsonl", events)
     ros_processes(
         [sys.executable, "-m", "drivers.teleop.node", "--device", "replay", "--file", str(second)],
