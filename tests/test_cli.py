@@ -123,6 +123,9 @@ def test_envs_json_lists_pick_cube_with_specs():
     assert pick["action_spec"] == {"shape": [7], "dtype": "float32", "low": -1.0, "high": 1.0}
     assert pick["observation_spec"]["state"]["tcp_pose"]["shape"] == [7]
     assert "images" not in pick["observation_spec"]  # default: state-only
+    assert (pick["action_scale_m"], pick["learner_fixed_gripper"]) == (0.02, None)
+    peg = tasks["peg_insert"]
+    assert (peg["action_scale_m"], peg["learner_fixed_gripper"]) == (0.01, 1.0)
 
 
 def test_configure_headless_gl_respects_explicit_choice():

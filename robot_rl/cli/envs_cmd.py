@@ -67,6 +67,8 @@ def list_envs(cfg: EnvsConfig) -> dict:
                     ),
                     "privileged_spec": spec_to_json(dict(backend.task.privileged_spec)),
                     "state_objects": list(info.state_objects),
+                    "action_scale_m": info.action_scale_m,
+                    "learner_fixed_gripper": info.fixed_gripper,
                     "observation": describe(obs_spec),
                     "action": describe(act_spec),
                 }
@@ -75,6 +77,12 @@ def list_envs(cfg: EnvsConfig) -> dict:
             env.close()
             backend.close()
     return {"tasks": tasks}
+
+
+def _gripper_text(fixed: float | None) -> str:
+    if fixed is None:
+        return "the policy's last action dimension"
+    return f"held at {fixed:+.1f} (closed)" if fixed > 0 else f"held at {fixed:+.1f}"
 
 
 def print_envs(result: dict) -> None:
@@ -89,6 +97,9 @@ def print_envs(result: dict) -> None:
             f"{t['description']}\n\n"
             f"max_episode_steps: {t['max_episode_steps']}\n"
             f"action {t['action_layout']}: {t['action']}\n"
+            f"action scale: {1000 * t['action_scale_m']:g} mm per step at 1.0\n"
+            f"learner (train/collect/record) gripper: "
+            f"{_gripper_text(t['learner_fixed_gripper'])}\n"
             f"observation:\n{t['observation']}\n"
             f"object state observed by learners with --obs state: "
             f"{', '.join(t['state_objects']) or 'none (the robot state suffices)'}"
