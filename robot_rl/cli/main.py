@@ -10,6 +10,7 @@ Subcommands:
     record   teleoperate over ROS 2 and record demonstrations (zarr).
     label    teleoperate over ROS 2 and label frames success / not (zarr) for reward models.
     dataset  summarise a dataset (info) or export it to the LeRobot format (export).
+    reward   success classifiers: twin frames (frames), train, eval, serve (gRPC).
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
 variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
@@ -79,7 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.cli import collect, dataset_cmd, envs_cmd, eval_cmd, rollout, train, up
+    from robot_rl.cli import (
+        collect,
+        dataset_cmd,
+        envs_cmd,
+        eval_cmd,
+        reward_cmd,
+        rollout,
+        train,
+        up,
+    )
     from robot_rl.cli import label as label_cmd
     from robot_rl.cli import record as record_cmd
     from robot_rl.cli.factory import UnknownTaskError
@@ -96,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "record": record_cmd.RecordConfig,
                 "label": label_cmd.LabelConfig,
                 "dataset": dataset_cmd.DatasetCmd,
+                "reward": reward_cmd.RewardCmd,
             },
             prog="robot-rl",
             description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
@@ -119,6 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 report(result)
             return 0
+
+    if isinstance(cfg, reward_cmd.RewardServeConfig):
+        try:
+            return reward_cmd.run_reward_serve(cfg)
+        except _user_errors() as e:
+            return _error(f"{type(e).__name__}: {e}")
 
     if isinstance(cfg, up.UpConfig):
         try:
@@ -144,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
         (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dataset_cmd.print_info),
         (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, dataset_cmd.print_export),
+        (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, reward_cmd.print_frames_report),
+        (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reward_cmd.print_train_report),
+        (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reward_cmd.print_eval_report),
     )
     for cls, run, report in learner_cmds:
         if isinstance(cfg, cls):

