@@ -8,14 +8,17 @@ micro-batcher groups (its ``predict_calls`` tell how well). Prints ONE JSON obje
 
     python bench/reward_latency.py                      # ~30 s on 2 CPU cores
     python bench/reward_latency.py --duration-s 10 --image-size 224 --cameras front wrist
+    python bench/reward_latency.py --model rm/                   # a trained reward classifier
     python bench/reward_latency.py --model weights.safetensors   # saved weights of BenchNet
 
 The model is ``BenchNet``, a small conv net (3 conv layers, pooled, linear head) with seeded
-weights; ``--model`` loads its weights from a safetensors file instead.
+weights, or with ``--model``: a directory from `robot-rl reward train` (its cameras and image
+size replace ``--cameras`` / ``--image-size``), or BenchNet weights in a safetensors file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -58,12 +61,34 @@ class BenchConfig:
     """Server micro-batch limit, frames."""
     max_wait_ms: float = 2.0
     """Server micro-batch wait, milliseconds."""
-    jpeg_quality: int = 90
-    """Client JPEG quality."""
+    jpeg_quality: int = 95
+    """Client JPEG quality (the client's default)."""
     torch_threads: int = 1
     """torch threads in the bench and in the server process (the client shares the cores)."""
     model: Path | None = None
-    """safetensors weights of BenchNet (None: seeded random weights)."""
+    """A reward classifier directory (card.json), or safetensors weights of BenchNet (None:
+    BenchNet with seeded random weights)."""
+
+    def resolved(self) -> BenchConfig:
+        """With a classifier: its cameras and image size."""
+        if self.model is not None and (Path(self.model) / "card.json").is_file():
+            from rewards.classifier import read_card
+
+            card = read_card(self.model)
+            return dataclasses.replace(
+                self, cameras=tuple(card.cameras), image_size=int(card.image_size[0])
+            )
+        return self
+
+
+def build_model(cfg: BenchConfig):
+    """The model to measure (see :attr:`BenchConfig.model`)."""
+    if cfg.model is not None and (Path(cfg.model) / "card.json").is_file():
+        from rewards.classifier import load_classifier
+        from robot_rl.cli.reward_cmd import make_encoder
+
+        return load_classifier(cfg.model, make_encoder)
+    return BenchNet(cfg.cameras, cfg.state_dim, cfg.model)
 
 
 class BenchNet:
@@ -156,7 +181,7 @@ def _serve_child(cfg: BenchConfig, conn: Connection) -> None:
     from rewards.serve import serve
 
     torch.set_num_threads(cfg.torch_threads)
-    model = BenchNet(cfg.cameras, cfg.state_dim, cfg.model)
+    model = build_model(cfg)
     with serve(model, max_batch=cfg.max_batch, max_wait_ms=cfg.max_wait_ms) as srv:
         conn.send(srv.port)
         while conn.recv() == "stats":
@@ -209,11 +234,17 @@ def main(cfg: BenchConfig) -> dict:
     from rewards.serve import RewardClient
     from rewards.serve.codec import encode_images
 
+    cfg = cfg.resolved()
     torch.set_num_threads(cfg.torch_threads)
     rng = np.random.default_rng(0)
-    model = BenchNet(cfg.cameras, cfg.state_dim, cfg.model)
+    model = build_model(cfg)
     queries = {b: make_query(cfg, b, rng) for b in cfg.batches}
-    out: dict = {"benchmark": "reward_latency", "config": asdict(cfg), "machine": machine()}
+    out: dict = {
+        "benchmark": "reward_latency",
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
+        "machine": machine(),
+        "model_id": model.model_id,
+    }
 
     out["in_process"] = {
         str(b): figures(measure(lambda q=q: model.predict(q), cfg.duration_s), b)
