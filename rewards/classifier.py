@@ -42,8 +42,8 @@ class FrozenImageEncoder:
         name: What the card records (e.g. ``efficientnet_lite0``).
         backbone: ``(B, 3, H, W) normalised float -> (B, C, h, w)`` feature maps (or ``(B, C)``
             features), called under ``torch.no_grad`` in eval mode.
-        mean, std: Per-channel normalisation of ``[0, 1]`` images (ImageNet's for ImageNet
-            weights).
+        mean, std: Per-channel normalisation of ``[0, 1]`` images (the encoder's own, e.g.
+            ImageNet's for ImageNet weights).
         batch_size: Frames per forward pass.
     """
 
@@ -51,8 +51,8 @@ class FrozenImageEncoder:
         self,
         name: str,
         backbone: Callable[[torch.Tensor], torch.Tensor],
-        mean: Sequence[float] = (0.485, 0.456, 0.406),
-        std: Sequence[float] = (0.229, 0.224, 0.225),
+        mean: Sequence[float],
+        std: Sequence[float],
         batch_size: int = 64,
     ) -> None:
         self.name = name

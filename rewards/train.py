@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from rewards.calibration import pr_auc, threshold_for_precision
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
+from rewards.detector import DetectorConfig, SuccessDetector
 
 
 @dataclass(frozen=True)
@@ -165,19 +166,27 @@ def episode_false_success_rate(
     k: int = 1,
     n: int = 1,
 ) -> tuple[float, int]:
-    """(rate, episodes): episodes where ``k`` of the last ``n`` frames crossed ``threshold``
-    before the first positive label (anywhere if none), over the episodes given."""
+    """(rate, episodes): episodes where the success detector (``k`` of the last ``n`` frames
+    over ``threshold``, :class:`rewards.detector.SuccessDetector`) confirms before the first
+    positive label (anywhere if none), over the episodes given."""
+    detector = SuccessDetector(DetectorConfig(threshold=threshold, k=k, n=n))
     false, total = 0, 0
     for e in np.unique(episodes):
         m = episodes == e
         order = np.argsort(steps[m])
         p, y = probs[m][order], labels[m][order].astype(bool)
         first_pos = int(np.argmax(y)) if y.any() else len(y)
-        fired = p >= threshold
-        window = np.convolve(fired.astype(int), np.ones(n, int))[: len(fired)]
-        confirmed = np.flatnonzero(window >= k)
+        detector.reset()  # the runtime decision rule, replayed over the episode
+        confirmed = next(
+            (
+                i
+                for i, pi in enumerate(p)
+                if detector.update(float(pi), step=i, episode=int(e)).terminated
+            ),
+            None,
+        )
         total += 1
-        false += int(confirmed.size > 0 and confirmed[0] < first_pos)
+        false += int(confirmed is not None and confirmed < first_pos)
     return (false / total if total else 0.0), total
 
 
@@ -254,7 +263,8 @@ def train_classifier(
     xva = encode(encoder, {c: np.asarray(images[c])[va] for c in cameras}, cameras)
     yva = torch.from_numpy(labels[va]).float()
 
-    head = ClassifierHead(cameras, next(iter(xtr.values())).shape[1], cfg.hidden, cfg.dropout)
+    feature_dim = int(xtr[cameras[0]].shape[1])
+    head = ClassifierHead(cameras, feature_dim, cfg.hidden, cfg.dropout)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     pos, neg = torch.nonzero(ytr > 0.5).squeeze(1), torch.nonzero(ytr < 0.5).squeeze(1)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -303,7 +313,7 @@ def train_classifier(
         encoder=encoder.name,
         cameras=tuple(cameras),
         image_size=tuple(np.asarray(images[cameras[0]]).shape[1:3]),
-        feature_dim=int(next(iter(xtr.values())).shape[1]),
+        feature_dim=feature_dim,
         hidden=cfg.hidden,
         dropout=cfg.dropout,
         threshold=threshold,

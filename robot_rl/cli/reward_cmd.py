@@ -42,12 +42,12 @@ def make_encoder(name: str, weights: Path | None = None):
     """The frozen encoder called ``name`` (see :data:`ENCODERS`)."""
     import torch
 
+    from policies.encoders import IMAGENET_MEAN, IMAGENET_STD, load_efficientnet_lite0
     from rewards.classifier import FrozenImageEncoder
 
     if name not in ENCODERS:
         raise ValueError(f"unknown encoder {name!r}; choose from {ENCODERS}")
     if name == "efficientnet_lite0":
-        from policies.encoders import load_efficientnet_lite0
         from robot_rl.cli.train import efficientnet_weights_path
 
         net = load_efficientnet_lite0(weights or efficientnet_weights_path())
@@ -57,7 +57,7 @@ def make_encoder(name: str, weights: Path | None = None):
         torch.manual_seed(0)
         net = EfficientNet.from_name("efficientnet-lite0")
     net.eval().requires_grad_(False)
-    return FrozenImageEncoder(name, net.extract_features)
+    return FrozenImageEncoder(name, net.extract_features, IMAGENET_MEAN, IMAGENET_STD)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
             expert.reset(rng)
             obs, info = env.reset(seed=seed)
             store.begin_episode(seed=seed)
-            ever, after = False, 0
+            ever, after, terminated = False, 0, False
             for step in range(cfg.max_steps + 1):
                 ok = bool(info[keys.INFO_SUCCESS])
                 store.append(
@@ -138,20 +138,15 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
                 )
                 ever |= ok
                 after += int(ever)
-                if step == cfg.max_steps or after > cfg.after_success_steps:
+                # A terminated step (a failure, e.g. the cube left the table) ends after its
+                # frame is stored.
+                if terminated or step == cfg.max_steps or after > cfg.after_success_steps:
                     break
                 a = np.asarray(expert.act(obs, info), dtype=np.float64)
                 if kind == "noisy":
                     a[:-1] += rng.normal(0.0, cfg.noise_std, a.size - 1)
                 a = np.clip(a, -1.0, 1.0)
-                obs, _, terminated, truncated, info = env.step(to_policy(a))
-                if terminated:  # a failure (e.g. the cube left the table): its last frame
-                    ok = bool(info[keys.INFO_SUCCESS])
-                    store.append(
-                        adapter.to_learner(obs), ok, float(obs[keys.STAMPS][keys.STAMP_STATE]), ok
-                    )
-                    ever |= ok
-                    break
+                obs, _, terminated, _, info = env.step(to_policy(a))
             store.end_episode(kind=kind, success=ever)
             counts[kind] += 1
             successes[kind] += int(ever)
