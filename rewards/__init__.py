@@ -6,6 +6,12 @@
   projection);
 - :mod:`rewards.vlm_judge` / :mod:`rewards.vlm_judge_openai`: :class:`JudgeVLMReward`, the
   probability of "yes" from a generative VLM, in process or from an OpenAI-compatible server;
+- :mod:`rewards.sim_reward` / :mod:`rewards.human_reward`: :class:`SimReward` (the twin's truth)
+  and :class:`HumanReward` (a teleop button);
+- :mod:`rewards.hf_encoder`: DINOv2 / SigLIP / CLIP backbones from a local directory for the
+  classifier;
+- :mod:`rewards.online`: :class:`OnlineRewarder`, a model + the detector labelling env steps
+  (in process or through the reward server) for :class:`robot_rl.wrappers.LearnedReward`;
 - :mod:`rewards.detector`: :class:`SuccessDetector` (threshold, k-of-n, gates, cascade, human
   override) with its :class:`TriggerLog`; :mod:`rewards.calibration` chooses thresholds.
 
@@ -28,6 +34,10 @@ from rewards.classifier import (
     save_classifier,
 )
 from rewards.detector import Decision, DetectorConfig, StateGate, SuccessDetector
+from rewards.hf_encoder import HFEncoderSpec, HFVisionBackbone, describe_hf_encoder, load_hf_encoder
+from rewards.human_reward import HumanReward
+from rewards.online import OnlineRewarder
+from rewards.sim_reward import SimReward
 from rewards.trigger_log import (
     HardNegative,
     TriggerLog,
@@ -60,6 +70,11 @@ __all__ = [
     "Decision",
     "DetectorConfig",
     "FrozenImageEncoder",
+    "HFEncoderSpec",
+    "HFVisionBackbone",
+    "HumanReward",
+    "OnlineRewarder",
+    "SimReward",
     "HardNegative",
     "JudgeConfig",
     "JudgeVLMReward",
@@ -72,11 +87,13 @@ __all__ = [
     "TransformersJudgeConfig",
     "TriggerLog",
     "TriggerRecord",
+    "describe_hf_encoder",
     "fit_calibration",
     "goal_baseline_reward",
     "hard_negatives",
     "load_classifier",
     "load_frames",
+    "load_hf_encoder",
     "pr_auc",
     "precision_recall_curve",
     "read_card",

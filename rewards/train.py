@@ -287,7 +287,7 @@ def train_classifier(
         with torch.no_grad():
             val_loss = float(_balanced_bce(head(xva), yva))
         if on_epoch is not None:
-            on_epoch(epoch, float(loss), val_loss)
+            on_epoch(epoch, float(loss.detach()), val_loss)
         if val_loss < best[0] - 1e-5:
             best = (val_loss, {k: v.clone() for k, v in head.state_dict().items()}, epoch)
         elif epoch - best[2] >= cfg.patience_epochs:

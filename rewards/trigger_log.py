@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import cv2
 import numpy as np
@@ -92,14 +93,32 @@ class TriggerLog:
     Args:
         directory: Log directory.
         wall_clock: Returns Unix time in seconds; injectable for tests.
+        lazy: Create the directory and open the file at the first append, so that a log that
+            never triggers leaves nothing behind (e.g. inside a run directory that must stay
+            empty until the run starts).
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, wall_clock: Callable[[], float] = time.time
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        wall_clock: Callable[[], float] = time.time,
+        lazy: bool = False,
     ) -> None:
         self._dir = Path(directory)
-        self._dir.mkdir(parents=True, exist_ok=True)
         self._clock = wall_clock
+        self._file: BinaryIO | None = None
+        self._count = 0
+        self._closed = False
+        if not lazy:
+            self._open()
+
+    def _open(self) -> BinaryIO:
+        if self._closed:
+            raise ValueError(f"trigger log {self._dir} is closed")
+        if self._file is not None:
+            return self._file
+        self._dir.mkdir(parents=True, exist_ok=True)
         path = self._dir / TRIGGERS_FILE
         data = path.read_bytes() if path.exists() else b""
         # Count torn lines too, so a crashed writer's frames folder is never reused.
@@ -109,6 +128,7 @@ class TriggerLog:
             with path.open("r+b") as f:
                 f.truncate(data.rfind(b"\n") + 1)
         self._file = path.open("ab")
+        return self._file
 
     @property
     def directory(self) -> Path:
@@ -147,6 +167,7 @@ class TriggerLog:
             ValueError: If the window arrays differ in length or a frame is not (H, W, 3) uint8.
             OSError: If a PNG cannot be written.
         """
+        out = self._open()
         n = len(steps)
         if not (len(probs) == len(fired) == len(frames) == n):
             raise ValueError(
@@ -176,15 +197,17 @@ class TriggerLog:
             "frame_files": frame_files,
             "meta": dict(meta or {}),
         }
-        self._file.write(json.dumps(record).encode() + b"\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        out.write(json.dumps(record).encode() + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
         self._count += 1
         return trigger_id
 
     def close(self) -> None:
         """Close the JSON-lines file (further appends fail)."""
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+        self._closed = True
 
     def __enter__(self) -> TriggerLog:
         return self

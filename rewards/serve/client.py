@@ -297,6 +297,19 @@ class AsyncRewardLabeller:
             out, self._failed = list(self._failed.items()), {}
         return out
 
+    def ready(self, step_id: Hashable, timeout_s: float | None = None) -> bool:
+        """Wait up to ``timeout_s`` until ``step_id`` is answered (or failed); collect it with
+        :meth:`poll` / :meth:`failures`. False if it is still in flight (or unknown)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: (
+                    step_id in self._arrived
+                    or step_id in self._failed
+                    or step_id not in self._in_flight
+                ),
+                timeout_s,
+            ) and (step_id in self._arrived or step_id in self._failed)
+
     def wait(self, step_id: Hashable, timeout_s: float | None = None) -> RewardResult:
         """Block until ``step_id``'s reward arrives and return it (it is not polled again).
 

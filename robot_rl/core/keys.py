@@ -32,6 +32,8 @@ CAM_WRIST = "wrist"
 # info keys. info carries diagnostics only: never actions, never anything a learner must read
 # to be correct (STYLE.md #6).
 INFO_SUCCESS = "is_success"  # bool, task success at this step
+INFO_TRUE_SUCCESS = "true_success"  # bool, the env's own success under a learned reward (truth)
+INFO_REWARD = "learned_reward"  # Dict: success_prob (NaN while pending), pending (bool)
 INFO_FAILURE = "is_failure"  # bool, task failure (e.g. object dropped off the table)
 INFO_PRIVILEGED = "privileged"  # Dict of sim-only truth; policies never read it
 INFO_SAFETY = "safety"  # Dict of bools: which safety limits clipped this step's command

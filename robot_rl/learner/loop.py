@@ -40,6 +40,12 @@ the log the same way). Per episode the takeovers, intervened steps and rate go t
 (``train/interventions``, ``train/intervened_steps``, ``train/intervention_rate``), the
 progress bar and the episode's log metadata; every ``eval.jsonl`` row carries the run's
 cumulative ``interventions`` and ``intervened_steps``.
+
+Learned rewards (``late_rewards``: the env's :class:`robot_rl.wrappers.LearnedReward`): a step
+whose reward has not arrived is held, with everything after it, until its label comes
+(:mod:`robot_rl.learner.held`); the learner keeps updating on what the buffers hold. Episode
+metadata records ``reward_model_id``; the wrapper's counters (labels, late labels, failures,
+confirmations and false ones against the twin's truth) go to tensorboard as ``reward/*``.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ import torch
 
 from robot_rl.core import keys
 from robot_rl.core.intervention import InterventionSource
+from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.learner.checkpoint import (
     TrainerState,
     latest_checkpoint,
@@ -66,6 +73,7 @@ from robot_rl.learner.checkpoint import (
 )
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.evaluate import ActionMap, evaluate
+from robot_rl.learner.held import Held, HeldSteps
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.progress import Progress
@@ -134,6 +142,13 @@ class Trainer:
             that falls due mid-episode waits until the training episode ends (and the final
             one until the budget-cut episode is closed), so evaluation never resets the robot
             under a running training episode.
+        late_rewards: The env's learned-reward wrapper
+            (:class:`robot_rl.wrappers.LearnedReward`) when its rewards may arrive late: a
+            pending step is held (:mod:`robot_rl.learner.held`) until its label comes, and
+            steps whose label failed are dropped (``held.dropped``, tensorboard
+            ``reward/dropped_steps``). At
+            the end of the run the loop waits up to ``late_reward_drain_s`` for the rest.
+        late_reward_drain_s: See ``late_rewards``, seconds.
     """
 
     def __init__(
@@ -150,13 +165,25 @@ class Trainer:
         on_update: Callable[[int, dict], None] | None = None,
         intervention: InterventionSource | None = None,
         eval_between_episodes: bool = False,
+        late_rewards: LateRewardSource | None = None,
+        late_reward_drain_s: float = 30.0,
     ) -> None:
         if intervention is not None and not isinstance(intervention, InterventionSource):
             raise TypeError(
                 f"intervention must expose last_step and episode_stats (an Intervention "
                 f"wrapper), got {type(intervention).__name__}"
             )
+        if late_rewards is not None and not isinstance(late_rewards, LateRewardSource):
+            raise TypeError(
+                f"late_rewards must expose last_step, poll, drain and stats (a LearnedReward "
+                f"wrapper), got {type(late_rewards).__name__}"
+            )
         self.env, self.eval_env, self.cfg = env, eval_env, cfg
+        self.late_rewards = late_rewards
+        self.late_reward_drain_s = float(late_reward_drain_s)
+        self.held = HeldSteps(self._write, on_drop=self._drop)
+        self._commit_ret, self._commit_len = 0.0, 0
+        self._part_len = 0  # steps in the open log episode (a dropped step splits an episode)
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)
         self.layout = self.adapter.layout
@@ -245,14 +272,14 @@ class Trainer:
         if self.log is None:
             self.open()
         log, st = self.log, self.state
-        tb = SummaryWriter(str(self.run_dir / TB_DIR))
-        bar = Progress(cfg.total_env_steps, cfg.progress)
+        tb = self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
+        bar = self._bar = Progress(cfg.total_env_steps, cfg.progress)
         try:
             random_steps = 0 if self.demos is not None else cfg.random_steps
             if not self.resume or st.evals == 0:
                 self._evaluate_and_checkpoint(tb, bar)
             bar.advance_to(st.env_steps)
-            obs, ep_ret, ep_len, ep_seed = self._new_episode()
+            obs, ep_len, ep_seed = self._new_episode()
             metrics: dict = {}
             eval_due = False
             while st.env_steps < cfg.total_env_steps:
@@ -263,30 +290,30 @@ class Trainer:
                     a = self.agent.act(self._norm(o), deterministic=False, generator=self.act_gen)
                 a = np.asarray(a, dtype=np.float32)
                 if ep_len == 0:  # begin lazily: a budget-ended run leaves no empty episode
-                    log.begin_episode(SOURCE_ONLINE, policy_version=st.updates, seed=ep_seed)
+                    self.held.push(Held("begin", {"version": st.updates, "seed": ep_seed}))
                 obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
                 a_exec, intervened = self._executed(a)
-                no = self.adapter.to_learner(obs)
-                log.append(
-                    obs_learner=o,
-                    action=a_exec,
-                    policy_action=a,
-                    reward=float(reward),
-                    terminated=bool(terminated),
-                    truncated=bool(truncated),
-                    intervened=intervened,
-                    policy_version=st.updates,
-                    stamp_s=_stamp(obs),
-                    next_obs_learner=no,
-                )
-                self.router.add(o, a_exec, a, float(reward), no, bool(terminated), intervened)
+                step = {
+                    "obs_learner": o,
+                    "action": a_exec,
+                    "policy_action": a,
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                    "intervened": intervened,
+                    "policy_version": st.updates,
+                    "stamp_s": _stamp(obs),
+                    "next_obs_learner": self.adapter.to_learner(obs),
+                }
+                self.held.push(Held("step", step, self._pending_key(), float(reward)))
                 st.env_steps += 1
-                ep_ret += float(reward)
                 ep_len += 1
                 self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
                 done = bool(terminated or truncated)
                 if done:
-                    self._end_episode(log, tb, bar, ep_ret)
+                    meta = self._intervention_meta()
+                    self.held.push(Held("end", {"success": self._ep_success, "meta": meta}))
+                if self.late_rewards is not None:
+                    self.held.label(self.late_rewards.poll())
                 n_data = len(self.mixer)
                 if n_data >= max(cfg.learning_starts, 1):
                     self._fit_normalizer()
@@ -305,11 +332,13 @@ class Trainer:
                     self._evaluate_and_checkpoint(tb, bar)
                     eval_due = False
                 if done:
-                    obs, ep_ret, ep_len, ep_seed = self._new_episode()
+                    obs, ep_len, ep_seed = self._new_episode()
             if ep_len > 0:  # the env-step budget ended mid-episode: close it
-                log.end_episode(
-                    success=self._ep_success, cut_by_budget=True, **self._intervention_meta()
-                )
+                meta = {"cut_by_budget": True, **self._intervention_meta()}
+                self.held.push(Held("end", {"success": self._ep_success, "meta": meta}))
+            if self.late_rewards is not None:
+                self.held.label(self.late_rewards.drain(self.late_reward_drain_s))
+            self.held.give_up()
             if eval_due:  # deferred (eval_between_episodes) past the budget-cut episode
                 self._evaluate_and_checkpoint(tb, bar)
         finally:
@@ -351,14 +380,72 @@ class Trainer:
             return {}
         return self.intervention.episode_stats.as_dict()
 
-    def _end_episode(self, log: EpisodeLog, tb: Any, bar: Progress, ep_ret: float) -> None:
-        st, meta = self.state, self._intervention_meta()
-        log.end_episode(success=self._ep_success, **meta)
+    def _pending_key(self) -> tuple[int, int] | None:
+        """(episode, step) of the step just taken if its learned reward is still pending."""
+        if self.late_rewards is None:
+            return None
+        rec = self.late_rewards.last_step
+        return (rec.episode, rec.step) if rec is not None and rec.pending else None
+
+    def _write(self, item: Held) -> None:
+        """Write one item that left :attr:`held` (in order) to the log, buffers and tensorboard."""
+        log, d = self.log, item.data
+        assert log is not None
+        if item.kind == "begin":
+            self._commit_ret, self._commit_len, self._part_len = 0.0, 0, 0
+            self._begin = d
+            return
+        if item.kind == "step":
+            if self._part_len == 0:  # the log episode opens with its first written step
+                log.begin_episode(SOURCE_ONLINE, policy_version=self._begin["version"],
+                                  seed=self._begin["seed"])  # fmt: skip
+            if self._commit_len == 0:
+                self.router.begin_episode()
+            log.append(reward=item.reward, **d)
+            self.router.add(
+                d["obs_learner"], d["action"], d["policy_action"], item.reward,
+                d["next_obs_learner"], d["terminated"], d["intervened"],
+            )  # fmt: skip
+            self._commit_ret += item.reward
+            self._commit_len += 1
+            self._part_len += 1
+            return
+        if self._commit_len == 0:  # every step of the episode lost its reward label
+            return
+        self._end_episode(log, d["success"], d["meta"], self._commit_ret)
+        self._commit_len = self._part_len = 0
+
+    def _drop(self, item: Held) -> None:
+        """A step lost its reward label: the log chains each episode's observations, so the
+        part written before the gap is closed here (``cut_by_dropped_step``, success unknown)
+        and the rest of the env episode is logged as a new episode."""
+        if self._part_len == 0:
+            return
+        assert self.log is not None
+        self.log.end_episode(success=None, cut_by_dropped_step=True, **self._reward_meta())
+        self._part_len = 0
+
+    def _reward_meta(self) -> dict[str, Any]:
+        if self.late_rewards is None:
+            return {}
+        return {"reward_model_id": self.late_rewards.model_id}
+
+    def _end_episode(
+        self, log: EpisodeLog, success: bool, meta: Mapping[str, Any], ep_ret: float
+    ) -> None:
+        st = self.state
+        if self._part_len > 0:  # else the episode's log part was closed at a dropped step
+            log.end_episode(success=success, **meta, **self._reward_meta())
+        tb = self._tb
         tb.add_scalar("train/episode_return", ep_ret, st.env_steps)
-        tb.add_scalar("train/episode_success", float(self._ep_success), st.env_steps)
+        tb.add_scalar("train/episode_success", float(success), st.env_steps)
         for k, v in meta.items():
             tb.add_scalar(f"train/{k}", float(v), st.env_steps)
-        bar.episode(ep_ret, self._ep_success, meta.get("intervention_rate"))
+        if self.late_rewards is not None:
+            for k, v in self.late_rewards.stats().items():
+                tb.add_scalar(f"reward/{k}", float(v), st.env_steps)
+            tb.add_scalar("reward/dropped_steps", self.held.dropped, st.env_steps)
+        self._bar.episode(ep_ret, success, meta.get("intervention_rate"))
 
     def _norm(self, o: Mapping) -> Mapping:
         return self.norm.obs(o) if self.norm is not None else o
@@ -379,15 +466,14 @@ class Trainer:
             self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
             self.state.state_norm = self.norm.to_json()
 
-    def _new_episode(self) -> tuple[Any, float, int, int]:
-        """Reset the training env; returns (obs, return 0, length 0, reset seed)."""
+    def _new_episode(self) -> tuple[Any, int, int]:
+        """Reset the training env; returns (obs, length 0, reset seed)."""
         st = self.state
         seed = self.cfg.seed + st.episodes
         obs, _ = self.env.reset(seed=seed)
-        self.router.begin_episode()
         st.episodes += 1
         self._ep_success = False
-        return obs, 0.0, 0, seed
+        return obs, 0, seed
 
     def _evaluate_and_checkpoint(self, tb: Any, bar: Progress) -> None:
         cfg, st = self.cfg, self.state

@@ -13,7 +13,7 @@ shorter episodes the buffer holds fewer than ``capacity`` transitions when full)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,14 @@ class ReplayBuffer:
         if self._state is not None:
             arrs.append(self._state)
         return int(sum(a.nbytes for a in arrs))
+
+    def relabel_rewards(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+        """Replace every held reward with ``fn(reward, terminated)`` (float32 arrays, same
+        shape), e.g. to relabel demos for a learned reward's binary cost."""
+        new = np.asarray(fn(self._reward.copy(), self._terminated.copy()), np.float32)
+        if new.shape != self._reward.shape or not np.isfinite(new).all():
+            raise ValueError(f"relabel gave {new.shape} (want {self._reward.shape}) or non-finite")
+        self._reward[:] = new
 
     # -- adding ------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ successive observations: whatever they modify is a new array.
 Typical stack, innermost first (see ``robot_rl.cli.factory``)::
 
     RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
-             -> ImageCropResize -> FlattenState -> TimeLimit -> Intervention (outermost)
+             -> ImageCropResize -> LearnedReward -> FlattenState -> TimeLimit
+             -> Intervention (outermost)
 """
 
 from robot_rl.wrappers.fixed_gripper import FixedGripper
@@ -16,6 +17,7 @@ from robot_rl.wrappers.flatten_state import FlattenState
 from robot_rl.wrappers.gripper_discretize import GripperDiscretize
 from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, crop_resize
 from robot_rl.wrappers.intervention import Intervention, InterventionConfig
+from robot_rl.wrappers.learned_reward import LearnedReward
 from robot_rl.wrappers.object_state import ObjectState, ObjectStateMissingError
 from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
 from robot_rl.wrappers.time_limit import TimeLimit
@@ -28,6 +30,7 @@ __all__ = [
     "ImageCropResize",
     "Intervention",
     "InterventionConfig",
+    "LearnedReward",
     "ObjectState",
     "ObjectStateMissingError",
     "RelativeFrame",

@@ -94,6 +94,35 @@ def build_siglip(path: Path, seed: int = 0) -> Path:
     return path
 
 
+def build_dinov2(
+    path: Path,
+    seed: int = 0,
+    image_mean: tuple[float, float, float] = (0.485, 0.456, 0.406),
+    image_std: tuple[float, float, float] = (0.229, 0.224, 0.225),
+) -> Path:
+    """A tiny DINOv2 (ViT 32 px, 8 px patches, 16-d) with DINOv2's processor type (resize the
+    short edge to 36, centre-crop 32) and the given normalisation."""
+    config = transformers.Dinov2Config(**_encoder_configs()[1])
+    torch.manual_seed(seed)
+    transformers.Dinov2Model(config).save_pretrained(path)
+    transformers.BitImageProcessor(
+        size={"shortest_edge": 36},
+        crop_size={"height": 32, "width": 32},
+        do_center_crop=True,
+        image_mean=list(image_mean),
+        image_std=list(image_std),
+    ).save_pretrained(path)
+    return path
+
+
+def build_siglip_vision(path: Path, seed: int = 0) -> Path:
+    """A tiny SigLIP vision tower alone (``SiglipVisionModel``, 32 px), no image processor."""
+    config = transformers.SiglipVisionConfig(**_encoder_configs()[1])
+    torch.manual_seed(seed)
+    transformers.SiglipVisionModel(config).save_pretrained(path)
+    return path
+
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}USER: {% for c in m['content'] %}"
     "{% if c['type'] == 'image' %}<image>\n{% else %}{{ c['text'] }}{% endif %}"
