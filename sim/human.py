@@ -193,7 +193,10 @@ class SimHumanTeleop:
         self._reading = self.human.observe(_privileged(info), math.nan, _stamp(obs))
 
     def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
-        self._reading = self.human.observe(_privileged(info), float(reward), _stamp(obs))
+        # Under a learned reward the human judges progress on the task's own (dense) reward:
+        # it stands in for a person watching the scene, not for the reward model.
+        seen = info.get(keys.INFO_TASK_REWARD, reward) if isinstance(info, Mapping) else reward
+        self._reading = self.human.observe(_privileged(info), float(seen), _stamp(obs))
 
 
 def _privileged(info: Mapping[str, Any]) -> Mapping:

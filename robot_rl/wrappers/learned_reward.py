@@ -20,7 +20,9 @@ answer: an episode never ends on a label that has not arrived.
 
 ``info[INFO_SUCCESS]`` becomes the detector's verdict (what the robot believes); the inner env's
 success, when it has one (the twin's truth), moves to ``info[keys.INFO_TRUE_SUCCESS]`` and feeds the
-false-success counters of :meth:`stats`.
+false-success counters of :meth:`stats`; the inner env's own reward moves to
+``info[INFO_TASK_REWARD]`` (diagnostics, and the twin's simulated human, which judges progress
+on what it sees, as a person would, not on the learned reward).
 """
 
 from __future__ import annotations
@@ -113,10 +115,11 @@ class LearnedReward(gym.Wrapper):
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         if self._ended:
             raise RuntimeError("step() after the episode ended: call reset() first")
-        obs, _, terminated, truncated, info = self.env.step(action)
+        obs, task_reward, terminated, truncated, info = self.env.step(action)
         ep, t = self._episode, self._step
         self._step += 1
         info = dict(info)
+        info[keys.INFO_TASK_REWARD] = float(task_reward)
         if keys.INFO_SUCCESS in info:
             self._ep_has_truth = True
             truth = bool(info[keys.INFO_SUCCESS])
