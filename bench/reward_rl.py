@@ -12,8 +12,10 @@ Arms (same demos, seeds, steps and human for each):
 Per run: the eval success curve (eval uses the twin's truth), the final and best success, and
 what the reward wrapper counted during training: confirmations, false confirmations (the
 detector said success, the twin said no) and missed episodes (the twin succeeded, the detector
-never confirmed). Summary: mean final success per arm, and whether the classifier's is within
-``--tolerance`` (issue target: 10 points) of the truth's and of the dense reward's.
+never confirmed). Summary per arm: mean final success, and the mean over seeds of the success
+averaged over the last three evaluations (less noisy than one evaluation of 10 episodes); the
+classifier's is compared with the truth's and the dense reward's on the latter (issue target:
+within ``--tolerance`` = 10 points).
 
 Prints one JSON object per run, then the summary object; writes everything to ``--out``.
 
@@ -47,7 +49,7 @@ class RewardRlBenchConfig:
     """dense, truth, classifier."""
     seeds: int = 3
     """Seeds 0 .. seeds-1."""
-    steps: int = 4_000
+    steps: int = 6_000
     """Env steps per run."""
     demos: int = 10
     """Scripted demos per seed."""
@@ -138,6 +140,7 @@ def run_one(cfg: RewardRlBenchConfig, arm: str, seed: int, model: Path, root: Pa
         "env_steps": res["env_steps"],
         "episodes": res["episodes"],
         "final_success": evals[-1]["success_rate"],
+        "last3_success": sum(e["success_rate"] for e in evals[-3:]) / len(evals[-3:]),
         "best_success": max(e["success_rate"] for e in evals),
         "curve": [(e["env_steps"], e["success_rate"]) for e in evals],
         "interventions": res["interventions"],
@@ -155,20 +158,24 @@ def summarize(cfg: RewardRlBenchConfig, runs: list[dict]) -> dict:
     for arm in cfg.arms:
         rs = [r for r in runs if r["arm"] == arm]
         fs = [r["final_success"] for r in rs]
+        l3 = [r["last3_success"] for r in rs]
         conf = sum(r["reward_stats"].get("confirmations", 0) for r in rs)
         false = sum(r["reward_stats"].get("false_confirmations", 0) for r in rs)
         per_arm[arm] = {
             "seeds": len(rs),
             "mean_final_success": float(np.mean(fs)) if fs else None,
+            "mean_last3_success": float(np.mean(l3)) if l3 else None,
             "mean_best_success": float(np.mean([r["best_success"] for r in rs])) if rs else None,
             "confirmations": conf,
             "false_confirmations": false,
             "false_success_rate": false / conf if conf else None,
         }
     out: dict = {"per_arm": per_arm}
-    c = per_arm.get("classifier", {}).get("mean_final_success")
+    # Compared on the mean of the last three evaluations: single evaluations of 10 episodes
+    # jump by 0.3-0.5 between neighbours at this stage of learning.
+    c = per_arm.get("classifier", {}).get("mean_last3_success")
     for ref in ("truth", "dense"):
-        r = per_arm.get(ref, {}).get("mean_final_success")
+        r = per_arm.get(ref, {}).get("mean_last3_success")
         if c is not None and r is not None:
             out[f"classifier_minus_{ref}"] = c - r
             out[f"within_tolerance_of_{ref}"] = c >= r - cfg.tolerance

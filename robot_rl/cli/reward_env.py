@@ -142,11 +142,13 @@ def reward_hook(settings: LearnedRewardSettings, run_dir: Path):
     """``(env, out-of-band cameras) -> LearnedReward(env)`` for :func:`factory.make_env`."""
     from robot_rl.wrappers import LearnedReward
 
+    size = None if is_sim_truth(settings) else tuple(read_reward_card(settings).image_size)
+
     def wrap(env: gym.Env, cameras: Mapping[str, Camera], task: Task) -> gym.Env:
         rewarder = make_rewarder(settings, run_dir, task)
         deadline = settings.deadline_s if settings.server is not None else 0.0
         try:
-            return LearnedReward(env, rewarder, cameras, deadline_s=deadline)
+            return LearnedReward(env, rewarder, cameras, deadline_s=deadline, image_size=size)
         except BaseException:
             rewarder.close()
             raise

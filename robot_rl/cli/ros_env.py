@@ -125,6 +125,8 @@ def make_ros_env(
     connect_timeout_s: float | None = None,
     terminate_on_success: bool = True,
     needs_task_reward: bool = True,
+    obs_cameras: tuple[str, ...] | None = None,
+    reward: Any = None,
 ) -> tuple[gym.Env, RosBackend]:
     """Build RobotEnv over the ROS 2 graph of ``setup``. See the module docstring.
 
@@ -146,14 +148,19 @@ def make_ros_env(
             does not end the episode, e.g. when a person's button decides).
         needs_task_reward: The caller takes reward and success from the task (rollout). A
             hardware setup has neither (:class:`drivers.ros_hw_task.HardwareTask`) and is
-            refused; ``record`` and ``label`` pass False (the person's buttons mark success).
+            refused; ``record`` and ``label`` pass False (the person's buttons mark success),
+            and so does training with a learned reward.
+        obs_cameras: Setup cameras whose frames enter the observation (None: all). The others
+            are connected for out-of-band reading (a learned reward's cameras).
+        reward: ``robot_rl.cli.factory.RewardHook`` wrapping the env in a learned reward (see
+            :func:`robot_rl.cli.factory.make_env`), or None.
 
     Raises:
         drivers.setup.SetupError: Invalid setup file.
         ValueError: A hardware setup where a task reward is needed, or without ``reset_pose``.
         drivers.ros_session.RosTimeoutError: Nodes not reachable.
     """
-    from robot_rl.cli.factory import apply_wrappers
+    from robot_rl.cli.factory import WrapperConfig, apply_wrappers
 
     if not isinstance(setup, Setup):
         setup = load_setup(setup)
@@ -196,15 +203,26 @@ def make_ros_env(
         if supervisor is not None:
             _wait_nodes_up(backend, supervisor, timeout)
         backend.robot.connect()  # fail here, with what to start, rather than at reset
-        env: gym.Env = RobotEnv(
-            backend.robot, backend.cameras, backend.task, backend.clock, env_cfg
-        )
-        if wrappers is not None:
+        names = [c.name for c in backend.cameras] if obs_cameras is None else list(obs_cameras)
+        in_obs = [c for c in backend.cameras if c.name in names]
+        env: gym.Env = RobotEnv(backend.robot, in_obs, backend.task, backend.clock, env_cfg)
+        if wrappers is not None or reward is not None:
+            hook = None
+            if reward is not None:
+                out_of_band = {c.name: c for c in backend.cameras if c.name not in names}
+                for cam in out_of_band.values():
+                    cam.connect()
+                task = backend.task
+
+                def hook(e: gym.Env) -> gym.Env:
+                    return reward(e, out_of_band, task)
+
             env = apply_wrappers(
                 env,
-                wrappers,
-                has_images=bool(backend.cameras),
+                wrappers or WrapperConfig(),
+                has_images=bool(in_obs),
                 object_specs=backend.task.privileged_spec,
+                reward=hook,
             )
     except BaseException:
         session.close()

@@ -230,6 +230,8 @@ def open_teleop_env(
     max_episode_steps: int | None,
     terminate_on_success: bool,
     human_args: tuple[str, ...] = (),
+    reward_cameras: tuple[str, ...] = (),
+    reward: Any = None,
 ) -> TeleopSession:
     """Build the env over ROS 2 and the teleop reader (see the module docstring).
 
@@ -242,6 +244,8 @@ def open_teleop_env(
         max_episode_steps: Episode step limit (None: the task's default).
         terminate_on_success: Whether the task's success ends an episode.
         human_args: More arguments of the simulated human's node (``--teleop sim-expert``).
+        reward_cameras: Setup cameras a learned reward reads besides the observation's.
+        reward: ``robot_rl.cli.factory.RewardHook`` of a learned reward, or None.
 
     Raises:
         ValueError: A camera not in the setup, or a second teleop publisher.
@@ -252,7 +256,7 @@ def open_teleop_env(
     from robot_rl.cli.up import Supervisor, default_log_dir
 
     names = [c.name for c in setup.cameras]
-    unknown = [c for c in obs_cameras if c not in names]
+    unknown = [c for c in (*obs_cameras, *reward_cameras) if c not in names]
     if unknown:
         raise ValueError(f"cameras {unknown} are not in {setup.source} (it has {names})")
     spec = teleop_node(setup, opts, control_rotation, human_args)
@@ -264,7 +268,7 @@ def open_teleop_env(
         )
     env_setup = dataclasses.replace(
         setup,
-        cameras=tuple(c for c in setup.cameras if c.name in obs_cameras),
+        cameras=tuple(c for c in setup.cameras if c.name in (*obs_cameras, *reward_cameras)),
         nodes=tuple(n for n in setup.nodes if n.module not in TELEOP_MODULES),
     )
     domain = (
@@ -280,8 +284,11 @@ def open_teleop_env(
         launch=opts.launch,
         log_dir=log_dir,
         terminate_on_success=terminate_on_success,
-        # A hardware setup (no task reward) is fine when the person's buttons mark success.
-        needs_task_reward=terminate_on_success,
+        # A hardware setup (no task reward) is fine when the person's buttons mark success, or
+        # a learned reward does.
+        needs_task_reward=terminate_on_success and reward is None,
+        obs_cameras=obs_cameras,
+        reward=reward,
     )
     teleop = RosTeleop(RosTeleopConfig(namespace=setup.namespace), session=backend.session)
     sess = TeleopSession(env, backend, teleop, setup, spec)

@@ -175,11 +175,6 @@ class TrainCmdConfig:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
         if self.reward is None and self.reward_server is not None:
             raise ValueError("--reward-server serves a classifier: also give --reward rm/")
-        if self.reward is not None and self.setup is not None:
-            raise ValueError(
-                "--reward runs on the direct twin for now; behind ROS 2 (--setup) the reward "
-                "still comes from the twin's task"
-            )
         self.reward_settings()  # validates the --reward-* options
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(

@@ -6,8 +6,12 @@ The env is built as for ``record`` (:func:`robot_rl.cli.ros_env.make_ros_env`; t
 layout of ``--obs`` through :func:`robot_rl.cli.record.env_wrappers`), so demos recorded with
 ``robot-rl record`` (or collected on the direct twin) fit it. ``--task`` is the twin's task: a
 setup with another one is started with ``--task`` when ``--launch`` is given, and refused
-otherwise (the running twin serves its own task). Hardware setups are refused with
-:func:`make_ros_env`'s error: nothing on a real robot computes the reward yet (stage 5).
+otherwise (the running twin serves its own task). A hardware setup needs a learned reward
+(``--reward rm/``: nothing on a real robot computes the task's reward); without one it is refused
+with :func:`make_ros_env`'s error. With ``--reward`` the classifier's cameras are subscribed
+beside the observation's (resized to the classifier's image size), the task's success no longer
+ends episodes, and evaluation between episodes reads the detector's verdict (the only success
+there is on a robot).
 
 Who may take over (``--human``), always through the teleop topics and
 :class:`drivers.ros_teleop.RosTeleop`, read by :class:`robot_rl.wrappers.Intervention`
@@ -191,21 +195,25 @@ def build_ros_training(cmd: Any) -> RosTraining:
         TimeoutError: Nodes or the teleop node not reachable.
     """
     from drivers.setup import load_setup
+    from robot_rl.cli.reward_env import reward_cameras, reward_hook
     from robot_rl.cli.ros_env import _check_hardware, make_ros_env
     from robot_rl.wrappers import Intervention, InterventionConfig
 
+    settings = cmd.reward_settings()  # a learned reward: a hardware setup is fine
     # make_ros_env's refusal of a hardware setup first, before any node starts.
-    _check_hardware(load_setup(cmd.setup), needs_task_reward=True)
+    _check_hardware(load_setup(cmd.setup), needs_task_reward=settings is None)
     setup = load_setup_for_task(cmd.setup, cmd.env.task, cmd.launch)
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)
+    rcams = () if settings is None else tuple(c for c in reward_cameras(settings) if c not in cams)
+    hook = None if settings is None else reward_hook(settings, cmd.run)
     if cmd.human == "none":
         env_setup = dataclasses.replace(
             setup,
-            cameras=tuple(c for c in setup.cameras if c.name in cams),
+            cameras=tuple(c for c in setup.cameras if c.name in (*cams, *rcams)),
             nodes=tuple(n for n in setup.nodes if n.module not in TELEOP_MODULES),
         )
-        unknown = [c for c in cams if c not in {s.name for s in setup.cameras}]
+        unknown = [c for c in (*cams, *rcams) if c not in {s.name for s in setup.cameras}]
         if unknown:
             raise ValueError(f"cameras {unknown} are not in {setup.source}")
         env, backend = make_ros_env(
@@ -217,6 +225,10 @@ def build_ros_training(cmd: Any) -> RosTraining:
             domain_id=cmd.domain_id,
             launch=cmd.launch,
             log_dir=cmd.log_dir,
+            terminate_on_success=settings is None,
+            needs_task_reward=settings is None,
+            obs_cameras=cams,
+            reward=hook,
         )
         return RosTraining(env, env, None, [env, backend])
     opts = TeleopOptions(
@@ -234,8 +246,10 @@ def build_ros_training(cmd: Any) -> RosTraining:
         wrappers=wrappers,
         control_rotation=lenv.control_rotation,
         max_episode_steps=lenv.max_episode_steps,
-        terminate_on_success=True,
+        terminate_on_success=settings is None,
         human_args=human_node_args(cmd) if cmd.human == "sim" else (),
+        reward_cameras=rcams,
+        reward=hook,
     )
     try:
         teleop: Any = sess.teleop

@@ -8,6 +8,7 @@ episode whole and in order. A step whose label failed (no answer) is dropped and
 no reward to learn from.
 
 Without pending steps (ground-truth rewards, an in-process model) every item leaves at once.
+:class:`EpisodeWriter` writes what leaves: the log's episodes and the buffers' transitions.
 """
 
 from __future__ import annotations
@@ -115,3 +116,64 @@ class HeldSteps:
                     self._on_drop(item)
                 continue
             self._write(item)
+
+
+class EpisodeWriter:
+    """Writes what leaves :class:`HeldSteps` to the run's log and the replay buffers.
+
+    A log episode opens with its first written step (a budget-ended run leaves no empty
+    episode). The log chains each episode's observations, so a dropped step (its reward never
+    came) closes the part written before it (``cut_by_dropped_step``, success unknown) and the
+    rest of the env episode is logged as a new log episode; routing and the episode's return
+    still count the env episode whole.
+
+    Args:
+        router: Routes each written transition to the buffers (``begin_episode``, ``add``).
+        on_episode_end: ``(success, meta, return)`` after each env episode with written steps
+            (tensorboard, progress).
+        reward_model_id: Recorded in every log episode's metadata, or None.
+    """
+
+    def __init__(
+        self,
+        router: Any,
+        on_episode_end: Callable[[bool, dict[str, Any], float], None],
+        reward_model_id: str | None = None,
+    ) -> None:
+        self.router = router
+        self.on_episode_end = on_episode_end
+        self.log: Any = None  # the open EpisodeLog; set by the trainer
+        self._meta = {} if reward_model_id is None else {"reward_model_id": reward_model_id}
+        self._begin: dict[str, Any] = {}
+        self._ret, self._len = 0.0, 0  # the env episode's written return and steps
+        self._part_len = 0  # steps in the open log episode
+
+    def write(self, item: Held) -> None:
+        d = item.data
+        if item.kind == "begin":
+            self._begin, self._ret, self._len, self._part_len = d, 0.0, 0, 0
+        elif item.kind == "step":
+            if self._part_len == 0:
+                b = self._begin
+                self.log.begin_episode(b["source"], policy_version=b["version"], seed=b["seed"])
+            if self._len == 0:
+                self.router.begin_episode()
+            self.log.append(reward=item.reward, **d)
+            self.router.add(
+                d["obs_learner"], d["action"], d["policy_action"], item.reward,
+                d["next_obs_learner"], d["terminated"], d["intervened"],
+            )  # fmt: skip
+            self._ret += item.reward
+            self._len += 1
+            self._part_len += 1
+        elif self._len > 0:  # "end"; nothing to report if every step lost its reward label
+            if self._part_len > 0:
+                self.log.end_episode(success=d["success"], **d["meta"], **self._meta)
+            self.on_episode_end(bool(d["success"]), d["meta"], self._ret)
+            self._len = self._part_len = 0
+
+    def drop(self, item: Held) -> None:
+        del item
+        if self._part_len > 0:
+            self.log.end_episode(success=None, cut_by_dropped_step=True, **self._meta)
+            self._part_len = 0

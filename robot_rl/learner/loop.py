@@ -73,7 +73,7 @@ from robot_rl.learner.checkpoint import (
 )
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.evaluate import ActionMap, evaluate
-from robot_rl.learner.held import Held, HeldSteps
+from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.progress import Progress
@@ -181,9 +181,6 @@ class Trainer:
         self.env, self.eval_env, self.cfg = env, eval_env, cfg
         self.late_rewards = late_rewards
         self.late_reward_drain_s = float(late_reward_drain_s)
-        self.held = HeldSteps(self._write, on_drop=self._drop)
-        self._commit_ret, self._commit_len = 0.0, 0
-        self._part_len = 0  # steps in the open log episode (a dropped step splits an episode)
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)
         self.layout = self.adapter.layout
@@ -214,6 +211,9 @@ class Trainer:
                 )
         self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
         self.router = Router(cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty)
+        model_id = None if late_rewards is None else late_rewards.model_id
+        self.writer = EpisodeWriter(self.router, self._report_episode, model_id)
+        self.held = HeldSteps(self.writer.write, on_drop=self.writer.drop)
         self.interventions_total = 0  # takeovers over the run (resume: counted from the log)
         self.intervened_steps_total = 0
         self._evals: list[dict] = []
@@ -226,7 +226,7 @@ class Trainer:
         """Open (or create) the run's log; on resume restore the agent, counters, RNGs and the
         RAM buffer. :meth:`run` calls it when needed; call it first to inspect the restored
         state."""
-        self.log = self._open_log()
+        self.log = self.writer.log = self._open_log()
         if self.resume:
             self._restore(self.log)
         return self.log
@@ -290,7 +290,8 @@ class Trainer:
                     a = self.agent.act(self._norm(o), deterministic=False, generator=self.act_gen)
                 a = np.asarray(a, dtype=np.float32)
                 if ep_len == 0:  # begin lazily: a budget-ended run leaves no empty episode
-                    self.held.push(Held("begin", {"version": st.updates, "seed": ep_seed}))
+                    begin = {"source": SOURCE_ONLINE, "version": st.updates, "seed": ep_seed}
+                    self.held.push(Held("begin", begin))
                 obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
                 a_exec, intervened = self._executed(a)
                 step = {
@@ -345,7 +346,7 @@ class Trainer:
             bar.close()
             tb.close()
             log.close()
-            self.log = None
+            self.log = self.writer.log = None
         last = self._evals[-1] if self._evals else {}
         ckpt = latest_checkpoint(self.run_dir)
         return TrainResult(
@@ -387,56 +388,9 @@ class Trainer:
         rec = self.late_rewards.last_step
         return (rec.episode, rec.step) if rec is not None and rec.pending else None
 
-    def _write(self, item: Held) -> None:
-        """Write one item that left :attr:`held` (in order) to the log, buffers and tensorboard."""
-        log, d = self.log, item.data
-        assert log is not None
-        if item.kind == "begin":
-            self._commit_ret, self._commit_len, self._part_len = 0.0, 0, 0
-            self._begin = d
-            return
-        if item.kind == "step":
-            if self._part_len == 0:  # the log episode opens with its first written step
-                log.begin_episode(SOURCE_ONLINE, policy_version=self._begin["version"],
-                                  seed=self._begin["seed"])  # fmt: skip
-            if self._commit_len == 0:
-                self.router.begin_episode()
-            log.append(reward=item.reward, **d)
-            self.router.add(
-                d["obs_learner"], d["action"], d["policy_action"], item.reward,
-                d["next_obs_learner"], d["terminated"], d["intervened"],
-            )  # fmt: skip
-            self._commit_ret += item.reward
-            self._commit_len += 1
-            self._part_len += 1
-            return
-        if self._commit_len == 0:  # every step of the episode lost its reward label
-            return
-        self._end_episode(log, d["success"], d["meta"], self._commit_ret)
-        self._commit_len = self._part_len = 0
-
-    def _drop(self, item: Held) -> None:
-        """A step lost its reward label: the log chains each episode's observations, so the
-        part written before the gap is closed here (``cut_by_dropped_step``, success unknown)
-        and the rest of the env episode is logged as a new episode."""
-        if self._part_len == 0:
-            return
-        assert self.log is not None
-        self.log.end_episode(success=None, cut_by_dropped_step=True, **self._reward_meta())
-        self._part_len = 0
-
-    def _reward_meta(self) -> dict[str, Any]:
-        if self.late_rewards is None:
-            return {}
-        return {"reward_model_id": self.late_rewards.model_id}
-
-    def _end_episode(
-        self, log: EpisodeLog, success: bool, meta: Mapping[str, Any], ep_ret: float
-    ) -> None:
-        st = self.state
-        if self._part_len > 0:  # else the episode's log part was closed at a dropped step
-            log.end_episode(success=success, **meta, **self._reward_meta())
-        tb = self._tb
+    def _report_episode(self, success: bool, meta: Mapping[str, Any], ep_ret: float) -> None:
+        """Tensorboard and progress for an env episode whose steps were written."""
+        st, tb = self.state, self._tb
         tb.add_scalar("train/episode_return", ep_ret, st.env_steps)
         tb.add_scalar("train/episode_success", float(success), st.env_steps)
         for k, v in meta.items():

@@ -37,6 +37,7 @@ import numpy as np
 from robot_rl.core import keys
 from robot_rl.core.learned_reward import RewardStep, StepLabel, StepRewarder
 from robot_rl.core.protocols import Camera
+from robot_rl.wrappers.image_crop_resize import CropResize, crop_resize
 
 
 class LearnedReward(gym.Wrapper):
@@ -50,6 +51,9 @@ class LearnedReward(gym.Wrapper):
         deadline_s: How long a step waits for its own label, seconds (0: never wait; labels
             of an in-process model are always ready).
         state_parts: Named state parts passed to the detector's gates (e.g. ``gripper_pos``).
+        image_size: (H, W) the model reads: out-of-band frames of another size are resized
+            (OpenCV ``INTER_AREA``, as :class:`ImageCropResize` does for the observation), e.g.
+            a robot camera's 640 x 480 to a classifier's 64 x 64. None: as read.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class LearnedReward(gym.Wrapper):
         cameras: Mapping[str, Camera] | None = None,
         deadline_s: float = 0.05,
         state_parts: tuple[str, ...] = (keys.GRIPPER_POS,),
+        image_size: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(env)
         if deadline_s < 0 or not math.isfinite(deadline_s):
@@ -67,6 +72,7 @@ class LearnedReward(gym.Wrapper):
         self.deadline_s = float(deadline_s)
         self.state_parts = tuple(state_parts)
         self._cameras = dict(cameras or {})
+        self._resize = None if image_size is None else CropResize(size_hw=tuple(image_size))
         obs_images = _obs_cameras(env.observation_space)
         missing = [c for c in rewarder.cameras if c not in obs_images and c not in self._cameras]
         if missing:
@@ -207,7 +213,11 @@ class LearnedReward(gym.Wrapper):
         images = obs.get(keys.IMAGES, {}) if isinstance(obs, Mapping) else {}
         out = {}
         for cam in self.rewarder.cameras:
-            out[cam] = images[cam] if cam in images else self._cameras[cam].read().image
+            if cam in images:
+                out[cam] = images[cam]
+                continue
+            frame = self._cameras[cam].read().image
+            out[cam] = frame if self._resize is None else crop_resize(frame, self._resize)
         return out
 
     def _state(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray] | None:

@@ -7,7 +7,9 @@ simulated human (sim.human_node) taking over through the teleop topics.
   evaluations (on the same twin) never cut into a training episode (each episode's stamps run
   0.1, 0.2, ... without a reset in between); --resume continues the run's counters and log;
 - the same with --human none has no intervened step;
-- a hardware setup is refused before anything starts (no reward on a real robot yet);
+- a hardware setup is refused before anything starts without a learned reward;
+- --reward rm/: a classifier (trained here on a few twin frames) labels every step; its cameras
+  are subscribed beside the state observation and resized from 128 to its 64 x 64;
 - RosTeleop waits for the joy message of an answer and drops latches of an earlier episode;
   the human node answers once per control period of a real-time twin's 100 Hz statuses.
 
@@ -187,6 +189,45 @@ def test_train_refuses_a_hardware_setup(tmp_path: Path, h9_domain: int) -> None:
     assert code == 2, text
     assert "robot: hardware" in text and "reward model" in text, text
     assert not (tmp_path / "run").exists()
+
+
+def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) -> None:
+    frames, model = tmp_path / "frames.zarr", tmp_path / "rm"
+    for args in (
+        ["reward", "frames", "--task", "pick_cube", "--out", str(frames), "--episodes", "10",
+         "--max-steps", "25"],
+        ["reward", "train", "--frames", str(frames), "--out", str(model), "--max-epochs", "3",
+         "--augment-copies", "0"],
+    ):  # fmt: skip
+        cli = Cli(args, h9_domain)
+        try:
+            code, _ = cli.finish(300)
+        finally:
+            cli.kill()
+        assert code == 0, "\n".join(cli.lines[-40:])
+    setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=128)
+    run = tmp_path / "run"
+    args = ["train", "--setup", str(setup), "--launch", "--task", "pick_cube", "--obs", "state"]
+    args += ["--run", str(run), "--reward", str(model), "--human", "none", "--steps", "60"]
+    args += ["--eval-every-steps", "60", "--eval-episodes", "1", "--learning-starts", "32"]
+    args += ["--random-steps", "40", "--log-dir", str(tmp_path / "logs"), "--json", "--no-progress"]
+    cli = Cli(args, h9_domain)
+    try:
+        code, stdout = cli.finish(300)
+    finally:
+        cli.kill()
+    assert code == 0, "\n".join(cli.lines[-60:])
+    result = json.loads(stdout)
+    stats = result["reward_stats"]
+    # Training and the evaluations between episodes both run through the learned reward.
+    assert stats["steps"] >= 60 and stats["labels"] == stats["steps"], stats
+    assert stats["failed_labels"] == 0 and result["reward_dropped_steps"] == 0
+    episodes = _episodes(run)
+    assert sum(ep["meta"].length for ep in episodes) == 60
+    rewards = np.concatenate([ep["reward"] for ep in episodes])
+    assert set(np.unique(rewards)) <= {0.0, -1.0}  # the classifier's binary cost
+    assert {ep["meta"].reward_model_id for ep in episodes} == {result["reward_model_id"]}
+    _nodes_stopped(tmp_path)
 
 
 # -- the pieces ---------------------------------------------------------------------------------
