@@ -10,6 +10,9 @@ It answers the reward wrapper (:class:`robot_rl.wrappers.LearnedReward`) through
   an answer that comes later is labelled late, and one that never comes (server down, past the
   labeller's late timeout) comes back ``failed``.
 
+A person's verdict (``submit(..., human="success" | "failure")``, e.g. a teleop button) ends the
+episode at that step whatever the model says, and a "success" step gets the success reward.
+
 Labels leave in step order within an episode, because the detector's k-of-n window must see the
 frames in order; an answer that overtakes an earlier step's waits for it. The detector runs for
 the current episode only: labels of an episode that already ended (late answers) carry their
@@ -30,6 +33,10 @@ from robot_rl.core.learned_reward import StepLabel
 from robot_rl.core.protocols import RewardModel, RewardQuery, RewardResult
 
 Key = tuple[int, int]
+
+HUMAN_SUCCESS_REWARD = 0.0
+"""Reward of a step a person marked "success": the binary cost's success value (every model
+here gives 0 on success, -1 otherwise); a "failure" keeps the model's reward (-1 without one)."""
 
 
 class _Labeller(Protocol):
@@ -85,6 +92,7 @@ class OnlineRewarder:
         self._answers: dict[Key, tuple[RewardResult | None, str]] = {}
         self._state: dict[Key, Mapping[str, np.ndarray] | None] = {}
         self._frames: dict[Key, Mapping[str, np.ndarray]] = {}
+        self._human: dict[Key, str] = {}
 
     @classmethod
     def remote(
@@ -137,7 +145,10 @@ class OnlineRewarder:
         step: int,
         frames: Mapping[str, np.ndarray],
         state: Mapping[str, np.ndarray] | None,
+        human: str | None = None,
     ) -> None:
+        if human not in (None, "success", "failure"):
+            raise ValueError(f"human must be 'success', 'failure' or None, got {human!r}")
         if episode != self._episode:
             raise ValueError(f"submit for episode {episode}; begin_episode({episode}) first")
         missing = [c for c in self._cameras if c not in frames]
@@ -153,6 +164,8 @@ class OnlineRewarder:
         query = RewardQuery(images=images, task_text=self._task_text)
         self._submitted.append(key)
         self._state[key] = state
+        if human is not None:
+            self._human[key] = human
         self._frames[key] = {c: images[c][0] for c in self._cameras}
         if self._model is not None:
             self._answers[key] = (self._model.predict(query), "")
@@ -207,7 +220,8 @@ class OnlineRewarder:
             key = self._submitted.pop(0)
             result, error = self._answers.pop(key)
             state, frames = self._state.pop(key), self._frames.pop(key)
-            out.append(self._label(key, result, error, state, frames))
+            human = self._human.pop(key, None)
+            out.append(self._label(key, result, error, state, frames, human))
         return out
 
     def _label(
@@ -217,19 +231,29 @@ class OnlineRewarder:
         error: str,
         state: Mapping[str, np.ndarray] | None,
         frames: Mapping[str, np.ndarray],
+        human: str | None = None,
     ) -> StepLabel:
         episode, step = key
         if result is None:
-            return StepLabel(episode, step, math.nan, math.nan, failed=True, error=error)
-        prob = float(np.asarray(result.success_prob).reshape(-1)[0])
-        reward = float(np.asarray(result.reward).reshape(-1)[0])
-        if not (math.isfinite(reward) and 0.0 <= prob <= 1.0):  # NaN fails both
-            return StepLabel(
-                episode, step, math.nan, math.nan, failed=True,
-                error=f"reward model {self._id} returned prob {prob}, reward {reward}",
+            prob, reward, error = math.nan, math.nan, error
+        else:
+            prob = float(np.asarray(result.success_prob).reshape(-1)[0])
+            reward = float(np.asarray(result.reward).reshape(-1)[0])
+            if not (math.isfinite(reward) and 0.0 <= prob <= 1.0):  # NaN fails both
+                error = f"reward model {self._id} returned prob {prob}, reward {reward}"
+                prob, reward = math.nan, math.nan
+        if human is not None:  # a person's verdict is an answer too, and the final one
+            prob = 1.0 if human == "success" else (prob if math.isfinite(prob) else 0.0)
+            reward = HUMAN_SUCCESS_REWARD if human == "success" else (
+                reward if math.isfinite(reward) else HUMAN_SUCCESS_REWARD - 1.0
             )  # fmt: skip
+        if math.isnan(reward):
+            return StepLabel(episode, step, math.nan, math.nan, failed=True, error=error)
         if episode != self._episode or self._done:
             return StepLabel(episode, step, reward, prob)
-        d = self._detector.update(prob, step=step, episode=episode, state=state, frames=frames)
+        d = self._detector.update(
+            prob, step=step, episode=episode, state=state, frames=frames,
+            human=human,  # type: ignore[arg-type]
+        )  # fmt: skip
         self._done = d.terminated
         return StepLabel(episode, step, reward, prob, d.terminated, d.success)

@@ -46,7 +46,7 @@ class AlwaysSuccess:
         return RewardResult(p, p - 1.0, self.model_id, self.model_version)
 
 
-def build(model_for_task, cameras=("front",), obs_cameras=(), k=1, n=1):
+def build(model_for_task, cameras=("front",), obs_cameras=(), k=1, n=1, human=None):
     """Twin env wrapped in LearnedReward(OnlineRewarder(model)); returns (env, wrapper, backend)."""
     made: dict[str, LearnedReward] = {}
 
@@ -54,7 +54,7 @@ def build(model_for_task, cameras=("front",), obs_cameras=(), k=1, n=1):
         rewarder = OnlineRewarder(
             model_for_task(task), DetectorConfig(threshold=0.5, k=k, n=n), cameras
         )
-        made["w"] = LearnedReward(env, rewarder, out_of_band, deadline_s=0.0)
+        made["w"] = LearnedReward(env, rewarder, out_of_band, deadline_s=0.0, human=human)
         return made["w"]
 
     env_cfg = EnvConfig(max_episode_steps=MAX_STEPS, terminate_on_success=False)
@@ -234,3 +234,36 @@ def test_late_answers_of_a_reward_server_come_through_poll_and_drain():
         backend.close()
         client.close()
         srv.stop(grace_s=0.0)
+
+
+class PressAt:
+    """A person who presses ``button`` at step ``at`` of every episode (HumanVerdicts)."""
+
+    def __init__(self, button: str, at: int) -> None:
+        self.button, self.at, self.t = button, at, 0
+
+    def reset(self) -> None:
+        self.t = 0
+
+    def __call__(self) -> str | None:
+        self.t += 1
+        return self.button if self.t - 1 == self.at else None
+
+
+@pytest.mark.parametrize("button", ["success", "failure"])
+def test_a_persons_press_ends_the_episode_at_that_step(button):
+    env, wrapper, backend = build(SimReward, human=PressAt(button, 2))
+    try:
+        env.reset(seed=0)
+        zero = np.zeros(env.action_space.shape, np.float32)
+        for t in range(3):
+            _, reward, terminated, truncated, info = env.step(zero)
+            assert terminated == (t == 2) and not truncated
+        # The scene is far from success (the truth says no), the person decides.
+        assert info[keys.INFO_SUCCESS] == (button == "success")
+        assert not info[keys.INFO_TRUE_SUCCESS]
+        assert reward == (0.0 if button == "success" else -1.0)
+        assert wrapper.stats()["human_verdicts"] == 1
+    finally:
+        env.close()
+        backend.close()

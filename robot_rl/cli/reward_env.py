@@ -138,8 +138,39 @@ def make_rewarder(settings: LearnedRewardSettings, run_dir: Path, task: Task) ->
     )
 
 
-def reward_hook(settings: LearnedRewardSettings, run_dir: Path):
-    """``(env, out-of-band cameras) -> LearnedReward(env)`` for :func:`factory.make_env`."""
+class TeleopVerdicts:
+    """A person's ``success`` / ``failure`` teleop buttons as verdicts for the learned reward
+    (:class:`robot_rl.core.learned_reward.HumanVerdicts`): a press (a button newly down since
+    the last step) ends the episode with that verdict. The teleop is attached once the session
+    that reads it exists (``attach``); until then nothing is pressed."""
+
+    BUTTONS = ("success", "failure")
+
+    def __init__(self) -> None:
+        from robot_rl.cli.teleop_env import ButtonEdges
+
+        self._teleop: Any = None
+        self._edges = ButtonEdges()
+
+    def attach(self, teleop: Any) -> None:
+        self._teleop = teleop
+
+    def reset(self) -> None:
+        if self._teleop is not None:
+            self._edges.reset(self._teleop.read().buttons)  # held through the reset: ignored
+
+    def __call__(self) -> str | None:
+        if self._teleop is None:
+            return None
+        new = self._edges.update(self._teleop.read().buttons)
+        return next((b for b in self.BUTTONS if b in new), None)
+
+
+def reward_hook(
+    settings: LearnedRewardSettings, run_dir: Path, human: TeleopVerdicts | None = None
+):
+    """``(env, out-of-band cameras, task) -> LearnedReward(env)`` for :func:`factory.make_env`;
+    ``human``: the teleop's success / failure buttons end episodes (``--human teleop``)."""
     from robot_rl.wrappers import LearnedReward
 
     size = None if is_sim_truth(settings) else tuple(read_reward_card(settings).image_size)
@@ -148,7 +179,9 @@ def reward_hook(settings: LearnedRewardSettings, run_dir: Path):
         rewarder = make_rewarder(settings, run_dir, task)
         deadline = settings.deadline_s if settings.server is not None else 0.0
         try:
-            return LearnedReward(env, rewarder, cameras, deadline_s=deadline, image_size=size)
+            return LearnedReward(
+                env, rewarder, cameras, deadline_s=deadline, image_size=size, human=human
+            )
         except BaseException:
             rewarder.close()
             raise

@@ -195,7 +195,7 @@ def build_ros_training(cmd: Any) -> RosTraining:
         TimeoutError: Nodes or the teleop node not reachable.
     """
     from drivers.setup import load_setup
-    from robot_rl.cli.reward_env import reward_cameras, reward_hook
+    from robot_rl.cli.reward_env import TeleopVerdicts, reward_cameras, reward_hook
     from robot_rl.cli.ros_env import _check_hardware, make_ros_env
     from robot_rl.wrappers import Intervention, InterventionConfig
 
@@ -206,7 +206,8 @@ def build_ros_training(cmd: Any) -> RosTraining:
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)
     rcams = () if settings is None else tuple(c for c in reward_cameras(settings) if c not in cams)
-    hook = None if settings is None else reward_hook(settings, cmd.run)
+    verdicts = TeleopVerdicts() if settings is not None and cmd.human == "teleop" else None
+    hook = None if settings is None else reward_hook(settings, cmd.run, verdicts)
     if cmd.human == "none":
         env_setup = dataclasses.replace(
             setup,
@@ -252,6 +253,8 @@ def build_ros_training(cmd: Any) -> RosTraining:
         reward=hook,
     )
     try:
+        if verdicts is not None:  # the person's success / failure buttons end episodes
+            verdicts.attach(sess.teleop)
         teleop: Any = sess.teleop
         answered = None
         inner: gym.Env = sess.env

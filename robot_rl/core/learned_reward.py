@@ -76,8 +76,11 @@ class StepRewarder(Protocol):
         step: int,
         frames: Mapping[str, np.ndarray],
         state: Mapping[str, np.ndarray] | None,
+        human: str | None = None,
     ) -> None:
-        """Queue a step: camera -> (H, W, 3) uint8 frame, named state parts (detector gates)."""
+        """Queue a step: camera -> (H, W, 3) uint8 frame, named state parts (detector gates),
+        and a person's verdict at this step (``"success"`` / ``"failure"``: ends the episode,
+        overriding the model), if any."""
         ...
 
     def collect(self, wait_for: tuple[int, int] | None, timeout_s: float) -> list[StepLabel]:
@@ -90,6 +93,19 @@ class StepRewarder(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class HumanVerdicts(Protocol):
+    """A person's success / failure presses (e.g. teleop buttons), read once per step."""
+
+    def reset(self) -> None:
+        """A new episode starts (buttons held through the reset do not count)."""
+        ...
+
+    def __call__(self) -> str | None:
+        """``"success"`` or ``"failure"`` if pressed since the last call, else None."""
+        ...
 
 
 @dataclass(frozen=True)

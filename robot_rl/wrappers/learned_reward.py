@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.core import keys
-from robot_rl.core.learned_reward import RewardStep, StepLabel, StepRewarder
+from robot_rl.core.learned_reward import HumanVerdicts, RewardStep, StepLabel, StepRewarder
 from robot_rl.core.protocols import Camera
 from robot_rl.wrappers.image_crop_resize import CropResize, crop_resize
 
@@ -54,6 +54,8 @@ class LearnedReward(gym.Wrapper):
         image_size: (H, W) the model reads: out-of-band frames of another size are resized
             (OpenCV ``INTER_AREA``, as :class:`ImageCropResize` does for the observation), e.g.
             a robot camera's 640 x 480 to a classifier's 64 x 64. None: as read.
+        human: A person's success / failure presses (teleop buttons), read after every step:
+            a press ends the episode at once with that verdict (and labels the step so).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class LearnedReward(gym.Wrapper):
         deadline_s: float = 0.05,
         state_parts: tuple[str, ...] = (keys.GRIPPER_POS,),
         image_size: tuple[int, int] | None = None,
+        human: HumanVerdicts | None = None,
     ) -> None:
         super().__init__(env)
         if deadline_s < 0 or not math.isfinite(deadline_s):
@@ -72,6 +75,7 @@ class LearnedReward(gym.Wrapper):
         self.deadline_s = float(deadline_s)
         self.state_parts = tuple(state_parts)
         self._cameras = dict(cameras or {})
+        self.human = human
         self._resize = None if image_size is None else CropResize(size_hw=tuple(image_size))
         obs_images = _obs_cameras(env.observation_space)
         missing = [c for c in rewarder.cameras if c not in obs_images and c not in self._cameras]
@@ -89,7 +93,8 @@ class LearnedReward(gym.Wrapper):
         self._truth: dict[tuple[int, int], bool] = {}
         self._counts = dict.fromkeys(
             ("steps", "labels", "late_labels", "failed_labels", "confirmations",
-             "false_confirmations", "true_success_episodes", "missed_episodes"), 0,
+             "false_confirmations", "true_success_episodes", "missed_episodes",
+             "human_verdicts"), 0,
         )  # fmt: skip
         self._ep_truth = self._ep_confirmed = self._ep_has_truth = False
         self._end_next = False  # a late label read by poll/drain confirmed the episode
@@ -112,6 +117,8 @@ class LearnedReward(gym.Wrapper):
         self._ep_truth = self._ep_confirmed = self._ep_has_truth = False
         self._end_next = False
         self.rewarder.begin_episode(self._episode)
+        if self.human is not None:
+            self.human.reset()
         info = dict(info)
         if keys.INFO_SUCCESS in info:
             info[keys.INFO_TRUE_SUCCESS] = bool(info[keys.INFO_SUCCESS])
@@ -132,7 +139,12 @@ class LearnedReward(gym.Wrapper):
             info[keys.INFO_TRUE_SUCCESS] = truth
             self._truth[(ep, t)] = truth
             self._ep_truth |= truth
-        self.rewarder.submit(ep, t, self._frames(obs), self._state(obs))
+        verdict = self.human() if self.human is not None else None
+        self.rewarder.submit(ep, t, self._frames(obs), self._state(obs), human=verdict)
+        if verdict is not None:  # a person's press is a confirmed answer: end now
+            terminated = True
+            self._ep_confirmed = verdict == "success"
+            self._counts["human_verdicts"] += 1
         own: StepLabel | None = None
         terminated |= self._end_next  # confirmed by a late label that poll/drain took
         for label in self.rewarder.collect((ep, t), self.deadline_s):

@@ -58,7 +58,7 @@ class LateRewarder:
         assert episode == self.episode + 1
         self.episode = episode
 
-    def submit(self, episode, step, frames: Mapping[str, np.ndarray], state) -> None:
+    def submit(self, episode, step, frames: Mapping[str, np.ndarray], state, human=None) -> None:
         assert episode == self.episode and frames[CAM].shape == (4, 4, 3)
         key = (episode, step)
         self.submitted.append(key)

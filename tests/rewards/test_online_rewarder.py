@@ -301,3 +301,28 @@ def test_remote_server_stopped_gives_failed_labels_with_the_error():
         srv.stop(grace_s=0.0)
         r.close()
         client.close()
+
+
+# -- a person's verdict ------------------------------------------------------------------------
+
+
+def test_a_persons_verdict_ends_the_episode_whatever_the_model_says():
+    model = MeanRed(nan_red=77)
+    r = rewarder(model, k=3, n=3)
+    r.begin_episode(0)
+    r.submit(0, 0, frame(LOW), None)
+    r.submit(0, 1, frame(LOW), None, human="success")  # the model says 0.1: the person wins
+    first, second = r.collect((0, 1), 0.0)
+    assert not first.terminated and first.reward == pytest.approx(LOW / 255 - 1)
+    assert second.terminated and second.success and second.reward == 0.0
+    assert second.success_prob == 1.0
+    r.begin_episode(1)
+    r.submit(1, 0, frame(HIGH), None, human="failure")  # the model says 0.9: still failure
+    (lab,) = r.collect((1, 0), 0.0)
+    assert lab.terminated and not lab.success and lab.reward == pytest.approx(HIGH / 255 - 1)
+    r.begin_episode(2)
+    r.submit(2, 0, frame(77), None, human="success")  # no model answer: the person's stands
+    (lab,) = r.collect((2, 0), 0.0)
+    assert not lab.failed and lab.terminated and lab.success and lab.reward == 0.0
+    with pytest.raises(ValueError, match="human must be"):
+        r.submit(2, 1, frame(LOW), None, human="maybe")

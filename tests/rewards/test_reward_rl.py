@@ -123,3 +123,23 @@ def test_train_reward_settings_are_checked_before_anything_runs(tmp_path):
         text = " ".join(re.sub("[\u2500-\u257f]", " ", proc.stderr).split())  # unbox rich
         assert proc.returncode != 0 and message in text, (args, text[-1500:])
         assert not (tmp_path / "r").exists()
+
+
+def test_teleop_buttons_become_verdicts_once_per_press():
+    """`train --setup --human teleop --reward`: the success / failure buttons end episodes; a
+    button held through the reset or across steps counts once (on the press)."""
+    from robot_rl.cli.reward_env import TeleopVerdicts
+    from robot_rl.core.types import TeleopState
+
+    class Buttons:  # the Teleop Protocol boundary: what the device reports
+        def __init__(self, readings):
+            self.readings = iter(readings)
+
+        def read(self) -> TeleopState:
+            return TeleopState(0.0, np.zeros(6), buttons=frozenset(next(self.readings)))
+
+    v = TeleopVerdicts()
+    assert v() is None  # nothing attached yet: nothing pressed
+    v.attach(Buttons([{"success"}, {"success"}, set(), {"intervene"}, {"failure"}, {"failure"}]))
+    v.reset()  # held through the reset
+    assert [v(), v(), v(), v(), v()] == [None, None, None, "failure", None]
