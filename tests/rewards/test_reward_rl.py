@@ -21,7 +21,7 @@ from twin_cli import robot_rl
 
 from robot_rl.replay import EpisodeLog
 
-RL_STEPS = 6_000
+RL_STEPS = 4_000
 """With the binary cost, learning is slower than with the twin's dense one: in
 bench/reward_rl.py (one seed, 3k steps, simulated human) the classifier run was still at 0
 success at 3k steps where the dense run had passed 0.5. Hence slow (not in CI)."""
@@ -54,7 +54,7 @@ def test_rl_with_the_learned_classifier_improves_success(trained, demos, tmp_pat
     run = tmp_path / "run"
     proc = robot_rl(
         "train", "--run", str(run), "--demos", str(demos), "--reward", str(model),
-        "--human", "sim", "--steps", str(RL_STEPS), "--eval-every-steps", str(RL_STEPS // 3),
+        "--human", "sim", "--steps", str(RL_STEPS), "--eval-every-steps", str(RL_STEPS // 4),
         "--eval-episodes", "10", "--no-progress", "--json",
         timeout=1800,
     )  # fmt: skip
