@@ -222,3 +222,18 @@ def test_reward_train_and_eval_with_a_dinov2_directory(models, twin_frames, tmp_
         ["reward", "eval", "--model", str(out), "--encoder-weights", str(models["dinov2_other"])]
     )
     assert code == 2 and "trained on hf:dinov2:" in capsys.readouterr().err
+
+    # `robot-rl train --reward` rebuilds the same encoder from --reward-encoder-weights.
+    run = tmp_path / "run"
+    code = main(
+        [
+            "train", "--run", str(run), "--reward", str(out), "--reward-encoder-weights",
+            str(models["dinov2"]), "--steps", "30", "--eval-every-steps", "30",
+            "--eval-episodes", "1", "--no-progress", "--json",
+        ]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    trained = json.loads(captured.out)
+    assert trained["reward_model_id"] == model.model_id
+    assert trained["reward_stats"]["labels"] == trained["reward_stats"]["steps"] == 30
