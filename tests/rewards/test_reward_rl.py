@@ -21,10 +21,10 @@ from twin_cli import robot_rl
 
 from robot_rl.replay import EpisodeLog
 
-RL_STEPS = 4_000
-"""With the binary cost, learning is slower than with the twin's dense one: in
-bench/reward_rl.py (one seed, 3k steps, simulated human) the classifier run was still at 0
-success at 3k steps where the dense run had passed 0.5. Hence slow (not in CI)."""
+# (env steps, success the last evaluation must reach). With the binary cost learning takes off
+# at about 3k steps here (bench/reward_rl.py: the classifier's first success at 3-3.5k, 0.4-0.7
+# at 4k); CI runs the short version (about 4 minutes), `-m slow` the long one.
+SHORT, LONG = (4_000, 0.3), (6_000, 0.6)
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +45,19 @@ def _log_rewards(run: Path) -> tuple[np.ndarray, list]:
         return np.concatenate(rewards), list(log.episodes)
 
 
-@pytest.mark.slow
-def test_rl_with_the_learned_classifier_improves_success(trained, demos, tmp_path):
+@pytest.mark.parametrize(
+    "budget", [SHORT, pytest.param(LONG, marks=pytest.mark.slow)], ids=["short", "long"]
+)
+def test_rl_with_the_learned_classifier_improves_success(trained, demos, tmp_path, budget):
     """HIL-SERL on pick_cube (simulated human) with the classifier's reward instead of the
     twin's: the true success rate rises from 0, and the classifier confirms few false
     successes on the way."""
     model, _ = trained
+    steps, min_success = budget
     run = tmp_path / "run"
     proc = robot_rl(
         "train", "--run", str(run), "--demos", str(demos), "--reward", str(model),
-        "--human", "sim", "--steps", str(RL_STEPS), "--eval-every-steps", str(RL_STEPS // 4),
+        "--human", "sim", "--steps", str(steps), "--eval-every-steps", str(steps // 4),
         "--eval-episodes", "10", "--no-progress", "--json",
         timeout=1800,
     )  # fmt: skip
@@ -62,9 +65,9 @@ def test_rl_with_the_learned_classifier_improves_success(trained, demos, tmp_pat
     res = json.loads(proc.stdout)
     curve = [(e["env_steps"], e["success_rate"]) for e in _evals(run)]
     assert curve[0] == (0, 0.0), curve
-    assert curve[-1][1] >= 0.5, curve
+    assert curve[-1][1] >= min_success, curve
     stats = res["reward_stats"]
-    assert stats["labels"] == stats["steps"] == RL_STEPS and stats["failed_labels"] == 0
+    assert stats["labels"] == stats["steps"] == steps and stats["failed_labels"] == 0
     assert stats["confirmations"] > 0
     assert stats["false_confirmations"] <= 0.1 * stats["confirmations"], stats
     # The log holds the classifier's binary cost, never the twin's dense one, and names it.
