@@ -12,10 +12,10 @@ Arms (same demos, seeds, steps and human for each):
 Per run: the eval success curve (eval uses the twin's truth), the final and best success, and
 what the reward wrapper counted during training: confirmations, false confirmations (the
 detector said success, the twin said no) and missed episodes (the twin succeeded, the detector
-never confirmed). Summary per arm: mean final success, and the mean over seeds of the success
-averaged over the last three evaluations (less noisy than one evaluation of 10 episodes); the
-classifier's is compared with the truth's and the dense reward's on the latter (issue target:
-within ``--tolerance`` = 10 points).
+never confirmed). Summary per arm: mean final success (the issue's "success after N steps"), and
+the mean over seeds of the success averaged over the last three evaluations (stricter, less
+noisy); the classifier's is compared with the truth's and the dense reward's on both (issue
+target: within ``--tolerance`` = 10 points).
 
 Prints one JSON object per run, then the summary object; writes everything to ``--out``.
 
@@ -171,14 +171,16 @@ def summarize(cfg: RewardRlBenchConfig, runs: list[dict]) -> dict:
             "false_success_rate": false / conf if conf else None,
         }
     out: dict = {"per_arm": per_arm}
-    # Compared on the mean of the last three evaluations: single evaluations of 10 episodes
-    # jump by 0.3-0.5 between neighbours at this stage of learning.
-    c = per_arm.get("classifier", {}).get("mean_last3_success")
-    for ref in ("truth", "dense"):
-        r = per_arm.get(ref, {}).get("mean_last3_success")
-        if c is not None and r is not None:
-            out[f"classifier_minus_{ref}"] = c - r
-            out[f"within_tolerance_of_{ref}"] = c >= r - cfg.tolerance
+    # The issue's measure is the success after N steps (the final evaluation); the mean of the
+    # last three evaluations is stricter and less noisy (one evaluation of 10 episodes jumps by
+    # 0.3-0.5 between neighbours while a policy is being learned). Both are reported.
+    for measure in ("final", "last3"):
+        c = per_arm.get("classifier", {}).get(f"mean_{measure}_success")
+        for ref in ("truth", "dense"):
+            r = per_arm.get(ref, {}).get(f"mean_{measure}_success")
+            if c is not None and r is not None:
+                out[f"classifier_minus_{ref}_{measure}"] = c - r
+                out[f"within_tolerance_of_{ref}_{measure}"] = c >= r - cfg.tolerance - 1e-9
     return out
 
 
