@@ -164,6 +164,11 @@ class ClassifierCard:
         return cls(**kw)
 
 
+def classifier_model_id(card: ClassifierCard) -> str:
+    """The ``model_id`` of the classifier a card describes (encoder and label set)."""
+    return f"classifier/{card.encoder}/{card.label_set_hash[:12]}"
+
+
 class ClassifierReward:
     """:class:`robot_rl.core.protocols.RewardModel` over a frozen encoder and a trained head.
 
@@ -175,7 +180,7 @@ class ClassifierReward:
 
     def __init__(self, encoder: FrozenImageEncoder, head: ClassifierHead, card: ClassifierCard):
         self.encoder, self.head, self.card = encoder, head.eval(), card
-        self._id = f"classifier/{card.encoder}/{card.label_set_hash[:12]}"
+        self._id = classifier_model_id(card)
 
     @property
     def model_id(self) -> str:

@@ -34,6 +34,10 @@ import numpy as np
 
 from robot_rl.core.protocols import Camera, Task
 
+SIM_TRUTH = "sim"
+"""``--reward sim``: the twin's ground truth (:class:`rewards.sim_reward.SimReward`) through the
+same wrapper and detector as a classifier: the binary-cost reference of ``bench/reward_rl.py``."""
+
 
 @dataclass(frozen=True)
 class LearnedRewardSettings:
@@ -63,11 +67,6 @@ class LearnedRewardSettings:
             raise ValueError(f"--reward-threshold {self.threshold} must be in (0, 1)")
 
 
-SIM_TRUTH = "sim"
-"""``--reward sim``: the twin's ground truth (:class:`rewards.sim_reward.SimReward`) through the
-same wrapper and detector as a classifier: the binary-cost reference of ``bench/reward_rl.py``."""
-
-
 def is_sim_truth(settings: LearnedRewardSettings) -> bool:
     return str(settings.model) == SIM_TRUTH
 
@@ -93,7 +92,7 @@ def read_reward_card(settings: LearnedRewardSettings) -> Any:
 
 def make_rewarder(settings: LearnedRewardSettings, run_dir: Path, task: Task) -> Any:
     """The OnlineRewarder for ``settings`` (in process, or a client of the reward server)."""
-    from rewards.classifier import load_classifier
+    from rewards.classifier import classifier_model_id, load_classifier
     from rewards.detector import DetectorConfig
     from rewards.online import OnlineRewarder
     from rewards.trigger_log import TriggerLog
@@ -125,7 +124,7 @@ def make_rewarder(settings: LearnedRewardSettings, run_dir: Path, task: Task) ->
             f"reward server {settings.server} did not answer ({e}); start it with `robot-rl "
             f"reward serve --model {settings.model}` or check --reward-server/--reward-token"
         ) from e
-    want = _model_id(card)
+    want = classifier_model_id(card)
     if info.model_id != want:
         client.close()
         raise ValueError(
@@ -193,7 +192,3 @@ def binary_cost(reward: np.ndarray, terminated: np.ndarray) -> np.ndarray:
     """The twin's dense cost -> the classifier's binary cost (0 on success, else -1)."""
     del terminated
     return np.where(reward >= 0.0, 0.0, -1.0).astype(np.float32)
-
-
-def _model_id(card: Any) -> str:
-    return f"classifier/{card.encoder}/{card.label_set_hash[:12]}"
