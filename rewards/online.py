@@ -22,6 +22,7 @@ reward but never terminate anything.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Hashable, Mapping
 from typing import Any, Protocol
 
@@ -181,8 +182,6 @@ class OnlineRewarder:
         return self._release()
 
     def drain(self, timeout_s: float) -> list[StepLabel]:
-        import time
-
         end = time.monotonic() + max(timeout_s, 0.0)
         if self._labeller is not None:
             for key in list(self._submitted):
