@@ -12,7 +12,6 @@ naming the field, an oversized message ``RESOURCE_EXHAUSTED``, a wrong or missin
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import math
 import time
@@ -28,6 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from rewards.serve import reward_pb2, reward_pb2_grpc
 from rewards.serve.batcher import BatcherStopped, DeadlineExpired, MicroBatcher, ModelError
 from rewards.serve.codec import PayloadError, decode_images, decode_state
+from robot_rl.core.netaddr import check_bind, is_loopback
 from robot_rl.core.protocols import RewardModel, RewardQuery
 
 log = logging.getLogger(__name__)
@@ -65,14 +65,7 @@ class ServeConfig:
     any)."""
 
     def __post_init__(self) -> None:
-        host, sep, port = self.bind.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"bind={self.bind!r}: use host:port, e.g. 127.0.0.1:50051")
-        if not self.allow_non_loopback and not is_loopback(host):
-            raise ValueError(
-                f"bind={self.bind!r} is not a loopback address; pass allow_non_loopback=True "
-                "(and a token, ideally TLS) to serve other machines"
-            )
+        check_bind(self.bind, self.allow_non_loopback, 50051, "other machines")
         if self.max_batch < 1:
             raise ValueError(f"max_batch={self.max_batch}: use >= 1")
         if self.max_wait_ms < 0:
@@ -85,17 +78,6 @@ class ServeConfig:
             raise ValueError("token='': give a non-empty token or None for no authentication")
         if (self.tls_cert_path is None) != (self.tls_key_path is None):
             raise ValueError("TLS needs both tls_cert_path and tls_key_path (or neither)")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind host (``127.0.0.1``, ``[::1]``, ``localhost``, ...) is loopback-only."""
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _deny(message: str) -> grpc.RpcMethodHandler:

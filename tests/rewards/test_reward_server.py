@@ -11,7 +11,6 @@ import importlib.util
 import ipaddress
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -335,15 +334,8 @@ def test_default_bind_is_loopback(caplog: pytest.LogCaptureFixture) -> None:
     assert "without a token" in caplog.text
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI for a cert")
-def test_tls(tmp_path: Path) -> None:
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+def test_tls(self_signed_cert: tuple[Path, Path]) -> None:
+    cert, key = self_signed_cert
     query = make_query(np.random.default_rng(7), batch=1)
     with serve(TinyConvReward(), tls_cert_path=cert, tls_key_path=key, token="t") as srv:
         with RewardClient(srv.address, token="t", root_cert_path=cert, timeout_s=WAIT_S) as c:
