@@ -105,6 +105,8 @@ class EpisodeLog:
         self._pv_range: list[int | None] = [None, None]  # its policy versions (min, max)
         self._last_flush = time.monotonic()
         self._closed = False
+        # (closed episodes, open one's durable part), replaced whole per commit (durable_episodes)
+        self._durable: tuple[tuple[EpisodeMeta, ...], EpisodeMeta | None] = ((), None)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -224,6 +226,7 @@ class EpisodeLog:
             raise CorruptLogError(f"{path}: log version {attrs.get('version')}, expected {VERSION}")
         log = cls(root, path, mode, flush_every_steps, flush_interval_s)
         log._load(unfinished)
+        log._publish()
         return log
 
     def _load(self, unfinished: str) -> None:
@@ -263,6 +266,7 @@ class EpisodeLog:
             seed=op["seed"],
             finished=True,
             recovered="truncated",
+            extra=dict(op.get("meta", {})),
         )
         self._episodes.append(em)
         if self.mode == "a":
@@ -274,13 +278,22 @@ class EpisodeLog:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def begin_episode(self, source: str, policy_version: int = 0, seed: int | None = None) -> int:
+    def begin_episode(
+        self,
+        source: str,
+        policy_version: int = 0,
+        seed: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> int:
         """Start an episode; returns its index.
 
         Args:
             source: ``"demo"``, ``"online"``, ``"intervention"`` or ``"eval"``.
             policy_version: Weights version that starts acting.
             seed: Env reset seed, or None.
+            meta: JSON-able extras known at the start (kept in the commit record): they reach
+                :attr:`EpisodeMeta.extra` at :meth:`end_episode` (its keywords win) and when a
+                crash-cut episode is recovered.
         """
         self._check_writable()
         if self._open is not None:
@@ -295,6 +308,8 @@ class EpisodeLog:
             "start_step": self._num_steps,
             "start_obs": self._num_obs,
         }
+        if meta:
+            self._open["meta"] = json.loads(json.dumps(dict(meta)))  # fail early if not JSON-able
         self._last_next = None
         self._n_open_steps = 0
         self._pv_range = [None, None]
@@ -381,7 +396,7 @@ class EpisodeLog:
             raise ValueError("the open episode has no steps; append steps or abort_episode()")
         self.flush()
         op = self._open
-        extra = json.loads(json.dumps(meta))
+        extra = {**op.get("meta", {}), **json.loads(json.dumps(meta))}
         em = EpisodeMeta(
             index=op["index"],
             source=op["source"],
@@ -461,6 +476,27 @@ class EpisodeLog:
         self._root["commit"].attrs.put(
             commit_record(self._num_steps, self._num_obs, len(self._episodes), op)
         )
+        self._publish()
+
+    def _publish(self) -> None:
+        op, open_em = self._open, None
+        if op is not None:
+            lo, hi = self._pv_range
+            open_em = EpisodeMeta(
+                index=op["index"],
+                source=op["source"],
+                success=None,
+                length=self._num_steps - op["start_step"],
+                start_step=op["start_step"],
+                start_obs=op["start_obs"],
+                policy_version=op["policy_version"],
+                policy_version_min=op["policy_version"] if lo is None else int(lo),
+                policy_version_max=op["policy_version"] if hi is None else int(hi),
+                seed=op["seed"],
+                finished=False,
+                extra=dict(op.get("meta", {})),
+            )
+        self._durable = (tuple(self._episodes), open_em)
 
     def _write_episode_table(self) -> None:
         ends = np.array([e.start_step + e.length for e in self._episodes], dtype=np.int64)
@@ -498,21 +534,52 @@ class EpisodeLog:
         """Metadata of the closed (and recovered) episodes, in order."""
         return list(self._episodes)
 
-    def read_episode(self, i: int) -> dict[str, Any]:
-        """All arrays of episode ``i`` (numpy, bit-identical to what was appended).
+    @property
+    def open_episode(self) -> EpisodeMeta | None:
+        """The open episode's flushed part (``length``: durable steps; unfinished), or None."""
+        return self._durable[1]
+
+    def durable_episodes(self) -> list[EpisodeMeta]:
+        """Closed episodes, then the open one's flushed part: every durable step, as of the last
+        commit. Safe (with :meth:`read_episode`) on another thread while one thread writes."""
+        closed, open_em = self._durable
+        return [*closed, open_em] if open_em is not None else list(closed)
+
+    def read_episode(self, i: int, start: int = 0, stop: int | None = None) -> dict[str, Any]:
+        """Arrays of steps [start, stop) of episode ``i`` (numpy, bit-identical to what was
+        appended); ``i`` may be the open episode (its flushed steps). ``stop=None``: to the end.
 
         Returns:
-            ``obs`` and ``next_obs`` in the learner layout with T rows each (views into one
-            (T + 1)-row array: ``next_obs[t] is obs[t + 1]``'s storage), and ``action`` (T, A),
-            ``policy_action`` (T, A), ``reward`` (T,), ``terminated`` (T,), ``truncated`` (T,),
-            ``intervened`` (T,), ``policy_version`` (T,), ``stamp_s`` (T,), ``meta``
-            (:class:`EpisodeMeta`).
+            ``obs`` and ``next_obs`` in the learner layout with T = stop - start rows each
+            (views into one (T + 1)-row array: ``next_obs[t] is obs[t + 1]``'s storage), and
+            ``action`` (T, A), ``policy_action`` (T, A), ``reward`` (T,), ``terminated`` (T,),
+            ``truncated`` (T,), ``intervened`` (T,), ``policy_version`` (T,), ``stamp_s`` (T,),
+            ``meta`` (:class:`EpisodeMeta`).
+
+        Raises:
+            IndexError: No such episode.
+            ValueError: Steps beyond its durable ones.
         """
-        em = self._episodes[i]
-        s0, s1 = em.start_step, em.start_step + em.length
-        o0, o1 = em.start_obs, em.start_obs + em.length + 1
+        open_em = self._durable[1]
+        if 0 <= i < len(self._episodes):
+            em = self._episodes[i]
+        elif open_em is not None and open_em.index == i:
+            em = open_em
+        else:
+            raise IndexError(
+                f"episode {i}: the log has {len(self._episodes)} closed episodes"
+                + ("" if open_em is None else f" and episode {open_em.index} open")
+            )
+        stop = em.length if stop is None else stop
+        if not 0 <= start <= stop <= em.length:
+            raise ValueError(
+                f"steps [{start}, {stop}) of episode {i}: it has {em.length} durable steps"
+            )
+        s0, s1 = em.start_step + start, em.start_step + stop
+        o0, o1 = em.start_obs + start, em.start_obs + stop + 1
         out: dict[str, Any] = {n: self._arrays[n][s0:s1] for n in STEP_FIELDS}
-        if em.recovered == "truncated" and not out["terminated"][-1]:
+        cut = em.recovered == "truncated" and stop == em.length and stop > start
+        if cut and not out["terminated"][-1]:
             out["truncated"][-1] = True  # applied in memory for read-only opens
         rows = {n: self._arrays[n][o0:o1] for n in obs_fields(self.layout)}
         obs: dict[str, Any] = {}

@@ -40,7 +40,7 @@ from robot_rl.transport.codec import (
     decode_transitions,
     layout_fingerprint,
 )
-from robot_rl.transport.sink import TransitionSink
+from robot_rl.transport.sink import TransitionSink, check_actor_id
 from robot_rl.transport.weights import encode_weights
 
 log = logging.getLogger(__name__)
@@ -218,10 +218,10 @@ class _Servicer(pb_grpc.LearnerServicer):
         }
 
     def Hello(self, request: pb.HelloRequest, context: grpc.ServicerContext) -> pb.HelloReply:
-        if not request.actor_id:
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "actor_id is empty; give each actor a stable id"
-            )
+        try:
+            check_actor_id(request.actor_id)
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if request.protocol_version != PROTOCOL_VERSION:
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,

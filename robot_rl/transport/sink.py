@@ -7,15 +7,30 @@ batch that would leave a gap, and hands only the new rows, starting exactly at
 learner's replay log) before it returns: an Ack is a promise that the rows survive a crash.
 
 :class:`MemorySink` keeps rows in RAM (tests, benchmarks); the learner's zarr-backed sink comes
-with the ``robot-rl learner`` command.
+with the ``robot-rl learner`` command. Actor ids are checked by the server at ``Hello``
+(:func:`check_actor_id`: safe directory names).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Protocol
 
 import numpy as np
+
+ACTOR_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""Actor ids: safe directory names (the learner keeps one log per actor)."""
+
+
+def check_actor_id(actor_id: str) -> str:
+    """Return ``actor_id`` if it is a safe directory name, else raise ValueError saying why."""
+    if not isinstance(actor_id, str) or not ACTOR_ID_RE.fullmatch(actor_id):
+        raise ValueError(
+            f"actor id {actor_id!r} is not a safe directory name: use 1 to 64 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit (e.g. 'franka-left')"
+        )
+    return actor_id
 
 
 class TransitionSink(Protocol):
