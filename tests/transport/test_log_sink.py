@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from polling import poll_until
 
 from robot_rl.core.batch import ObsLayout
 from robot_rl.core.specs import ArraySpec
@@ -72,17 +73,12 @@ def assert_rows_equal(got: dict, want: dict, skip: tuple[str, ...] = ()) -> None
             assert np.array_equal(got[k], want[k]), k
 
 
+def until(cond: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
+    return poll_until(cond, timeout_s)
+
+
 def stored(sink: LogSink, actor: str) -> dict[str, np.ndarray]:
     return concat_rows(list(sink.iter_transitions(actor)))
-
-
-def until(cond: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # -- the actor's side ------------------------------------------------------------------------

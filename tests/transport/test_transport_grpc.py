@@ -7,7 +7,6 @@ duplication or reordering directly. Raw-stub tests send what a buggy or hostile 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import grpc
 import numpy as np
 import pytest
 import torch
+from polling import poll_until
 from torch import nn
 
 from robot_rl.core.batch import ObsLayout
@@ -74,12 +74,7 @@ def seqs(sink: MemorySink, actor: str) -> list[int]:
 
 def until(cond: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
     """Wait for a condition (polling), not for a fixed time."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return poll_until(cond, timeout_s)
 
 
 def pump(client: LearnerClient, end: int, size: int = 4) -> None:
