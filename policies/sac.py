@@ -272,6 +272,18 @@ class SACAgent:
             mods["gripper_target"] = self.gripper_target
         return mods
 
+    def acting_modules(self) -> nn.ModuleDict:
+        """The networks :meth:`act` reads (encoder, actor, gripper critic if any), by name.
+
+        A distributed learner publishes their trainable state
+        (``robot_rl.transport.weights.trainable_state``) and an actor loads it into its own copy;
+        critics, targets and optimisers never leave the learner.
+        """
+        mods = {"encoder": self.encoder, "actor": self.actor}
+        if self.gripper_critic is not None:
+            mods["gripper_critic"] = self.gripper_critic
+        return nn.ModuleDict(mods)
+
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Every learned tensor except frozen pretrained encoder weights (name -> tensor)."""
         out: dict[str, torch.Tensor] = {}

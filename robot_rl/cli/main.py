@@ -5,6 +5,8 @@ Subcommands:
     envs     list tasks with their observation and action specs.
     collect  record demonstrations (zarr) for training.
     train    train SAC with demo mixing (embedded: one process); checkpoints, resume, plot.
+    learner  the distributed learner: serves actors over gRPC, learns, publishes weights.
+    actor    a distributed actor: acts, logs, streams to a learner, loads its weights.
     eval     evaluate a run's latest checkpoint (deterministic policy), optional video.
     up       start and supervise the ROS 2 nodes of a setup (launch/*.yaml).
     record   teleoperate over ROS 2 and record demonstrations (zarr).
@@ -83,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from robot_rl.cli import (
         collect,
         dataset_cmd,
+        distributed,
         envs_cmd,
         eval_cmd,
         reward_cmd,
@@ -101,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "envs": envs_cmd.EnvsConfig,
                 "collect": collect.CollectConfig,
                 "train": train.TrainCmdConfig,
+                "learner": distributed.LearnerCmdConfig,
+                "actor": distributed.ActorCmdConfig,
                 "eval": eval_cmd.EvalCmdConfig,
                 "up": up.UpConfig,
                 "record": record_cmd.RecordConfig,
@@ -158,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     learner_cmds = (
         (collect.CollectConfig, collect.run_collect, collect.print_report),
         (train.TrainCmdConfig, train.run_train, train.print_report),
+        (distributed.LearnerCmdConfig, distributed.run_learner, distributed.print_learner_report),
+        (distributed.ActorCmdConfig, distributed.run_actor, distributed.print_actor_report),
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
         (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dataset_cmd.print_info),
         (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, dataset_cmd.print_export),
@@ -169,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(cfg, cls):
             try:
                 result = run(cfg)
-            except _user_errors() as e:
+            except (*_user_errors(), TimeoutError) as e:  # TimeoutError: no learner, ROS nodes
                 return _error(f"{type(e).__name__}: {e}")
             if cfg.json:
                 _emit_json(result)

@@ -329,26 +329,41 @@ def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
     return dataclasses.replace(base, steps=cmd.steps, progress=cmd.progress, json=cmd.json, **conn)
 
 
-def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
-    """Compose envs, demos, agent factory and the Trainer for ``cmd`` (resolving --resume).
+@dataclass
+class TrainEnvs:
+    """The envs of a training run, as :func:`build_envs` composes them.
 
-    Returns:
-        ``(trainer, resolved cmd, things to close())``.
+    Attributes:
+        env: Training env (intervention wrapper outermost with a human).
+        eval_env: Evaluation env (the direct twin's own instance, or behind ROS 2 the training
+            env's robot without the human).
+        intervention: The intervention wrapper, or None.
+        late_rewards: The learned-reward wrapper (``--reward``), or None.
+        closers: Things to ``close()`` when done.
+        ros: The ROS 2 training graph (``--setup``), or None.
     """
-    from robot_rl.cli.factory import make_env_from_setup, with_sim_human
-    from robot_rl.learner.loop import Trainer
 
-    if cmd.resume:
-        cmd = resolve_resume(cmd)
-    sac = sac_config(cmd)
-    cmd = dataclasses.replace(cmd, sac=sac)
+    env: Any
+    eval_env: Any
+    intervention: Any
+    late_rewards: Any
+    closers: list[Any]
+    ros: Any = None
+
+    def close(self) -> None:
+        for c in self.closers:
+            c.close()
+
+
+def build_envs(cmd: TrainCmdConfig) -> TrainEnvs:
+    """The training and evaluation envs of ``cmd`` (direct twin or ``--setup``; human and
+    learned reward applied). Shared by ``train`` and ``actor``."""
+    from robot_rl.cli.factory import make_env_from_setup, with_sim_human
+
     ros = None
     if cmd.setup is not None:
         from robot_rl.cli.train_ros import build_ros_training
-        from robot_rl.learner.rundir import RunExistsError
 
-        if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
-            raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
         ros = build_ros_training(cmd)
         env, eval_env, closers = ros.env, ros.eval_env, [ros]
     else:
@@ -358,11 +373,6 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
         closers = [env, eval_env, backend, eval_backend]
     try:
         late_rewards = _find_learned_reward(env) if cmd.reward is not None else None
-        demos = load_demo_buffer(cmd, env) if cmd.demos is not None else None
-        if demos is not None and late_rewards is not None:
-            from robot_rl.cli.reward_env import binary_cost
-
-            demos.relabel_rewards(binary_cost)
         intervention = None if ros is None else ros.intervention
         if cmd.human == "sim" and ros is None:
             from robot_rl.wrappers import InterventionConfig
@@ -374,9 +384,40 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
                 InterventionConfig(hold_steps=cmd.intervention_hold_steps),
                 seed=cmd.seed,
             )
+    except BaseException:
+        for c in closers:
+            c.close()
+        raise
+    return TrainEnvs(env, eval_env, intervention, late_rewards, closers, ros)
+
+
+def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
+    """Compose envs, demos, agent factory and the Trainer for ``cmd`` (resolving --resume).
+
+    Returns:
+        ``(trainer, resolved cmd, things to close())``.
+    """
+    from robot_rl.learner.loop import Trainer
+
+    if cmd.resume:
+        cmd = resolve_resume(cmd)
+    sac = sac_config(cmd)
+    cmd = dataclasses.replace(cmd, sac=sac)
+    if cmd.setup is not None:
+        from robot_rl.learner.rundir import RunExistsError
+
+        if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
+            raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
+    envs = build_envs(cmd)
+    try:
+        demos = load_demo_buffer(cmd, envs.env) if cmd.demos is not None else None
+        if demos is not None and envs.late_rewards is not None:
+            from robot_rl.cli.reward_env import binary_cost
+
+            demos.relabel_rewards(binary_cost)
         trainer = Trainer(
-            env,
-            eval_env,
+            envs.env,
+            envs.eval_env,
             cmd.train_config(),
             agent_factory(sac, cmd.seed, cmd.device),
             cmd.run,
@@ -384,15 +425,14 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             resume=cmd.resume,
             run_meta={"cli": to_json(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             device=cmd.device,
-            intervention=intervention,
-            eval_between_episodes=ros is not None,
-            late_rewards=late_rewards,
+            intervention=envs.intervention,
+            eval_between_episodes=envs.ros is not None,
+            late_rewards=envs.late_rewards,
         )
     except BaseException:
-        for c in closers:
-            c.close()
+        envs.close()
         raise
-    return trainer, cmd, closers
+    return trainer, cmd, envs.closers
 
 
 def learned_reward_setup(cmd: TrainCmdConfig) -> tuple[Any, Any]:

@@ -63,20 +63,22 @@ def prepare_run_dir(
     layout: ObsLayout,
     action_dim: int,
     run_meta: Mapping[str, Any] | None,
+    data_name: str = LOG_ZARR,
 ) -> None:
     """Check (resume) or create (new run: refuses a non-empty directory) the run directory and
     write ``config.json``: ``{"train": train_cfg, "layout", "action_dim", **run_meta}``.
 
     Raises:
-        NothingToResumeError: ``resume`` without a run (config or log) in ``d``.
+        NothingToResumeError: ``resume`` without a run (config or ``data_name``: the log, or
+            a distributed learner's actor logs) in ``d``.
         ValueError: ``resume`` with another observation layout or action size.
         RunExistsError: A new run in a non-empty directory.
     """
     d = Path(d)
     if resume:
         cfg = read_run_config(d)
-        if not (d / LOG_ZARR).exists():
-            raise NothingToResumeError(f"{d} has no {LOG_ZARR}; start a new run without resume")
+        if not (d / data_name).exists():
+            raise NothingToResumeError(f"{d} has no {data_name}; start a new run without resume")
         if cfg.get("action_dim") != action_dim or cfg.get("layout") != jsonable(layout):
             raise ValueError(
                 f"the env's observation layout / action size differ from the run in {d}; "

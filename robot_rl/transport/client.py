@@ -184,6 +184,8 @@ class LearnerClient:
         self._max_bytes = 0
         self.run_id: str | None = None
         """The learner's run id from the last Hello (None before the first)."""
+        self.policy_json: str | None = None
+        """The learner's policy settings (JSON) from the last Hello (None before the first)."""
         self._fatal: LearnerError | None = None
         self._last_error: str | None = None
         self._counts = dict.fromkeys(("batches_acked", "rejected", "duplicates", "resumes"), 0)
@@ -406,6 +408,7 @@ class LearnerClient:
             if self.run_id is not None and reply.run_id != self.run_id:
                 log.warning("learner run id changed: %r -> %r", self.run_id, reply.run_id)
             self.run_id = reply.run_id
+            self.policy_json = reply.policy_json
             self._counts["resumes"] += 1
             self._connected = True
             self._cond.notify_all()

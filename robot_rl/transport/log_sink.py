@@ -293,10 +293,10 @@ class LogSink:
                 elog.begin_episode("online", policy_version=pv, meta=meta)
                 st.open = True
             elog.append(
-                _obs(steps, OBS_PREFIX, r, lay),
+                row_obs(steps, OBS_PREFIX, r, lay),
                 steps["action"][r], steps["policy_action"][r], steps["reward"][r],
                 term[r], trunc[r], steps["intervened"][r], steps["policy_version"][r],
-                steps["stamp_s"][r], _obs(steps, NEXT_OBS_PREFIX, r, lay),
+                steps["stamp_s"][r], row_obs(steps, NEXT_OBS_PREFIX, r, lay),
             )  # fmt: skip
             st.episode, st.step, st.ended = eps[r], stp[r], term[r] or trunc[r]
             if st.ended:
@@ -308,7 +308,7 @@ class LogSink:
         st.acked += n
 
 
-def _obs(steps: Mapping[str, np.ndarray], prefix: str, r: int, layout: ObsLayout) -> dict:
+def row_obs(steps: Mapping[str, np.ndarray], prefix: str, r: int, layout: ObsLayout) -> dict:
     """Row ``r`` of obs/ or next_obs/ as a learner observation."""
     out: dict = {}
     if layout.state_dim:
@@ -323,10 +323,10 @@ def add_rows(buffer: ReplayBuffer, steps: Mapping[str, np.ndarray]) -> None:
     lay = buffer.layout
     for r in range(len(steps[EPISODE])):
         buffer.add(
-            _obs(steps, OBS_PREFIX, r, lay),
+            row_obs(steps, OBS_PREFIX, r, lay),
             steps["action"][r],
             float(steps["reward"][r]),
-            _obs(steps, NEXT_OBS_PREFIX, r, lay),
+            row_obs(steps, NEXT_OBS_PREFIX, r, lay),
             bool(steps["terminated"][r]),
             bool(steps["intervened"][r]),
         )

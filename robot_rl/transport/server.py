@@ -79,6 +79,9 @@ class LearnerServerConfig:
     """Actors served at once (each holds two streams); calls beyond get RESOURCE_EXHAUSTED."""
     run_id: str = ""
     """Id of the learner's run (its run directory name), told to actors in Hello."""
+    policy_json: str = ""
+    """The learner's policy settings (JSON), told to actors in Hello so that they build the same
+    acting networks; "" for none."""
 
     def __post_init__(self) -> None:
         check_bind(self.bind, self.allow_non_loopback, 50061, "actors on other machines")
@@ -244,6 +247,7 @@ class _Servicer(pb_grpc.LearnerServicer):
             weights_version=version,
             max_message_bytes=self._cfg.max_message_bytes,
             protocol_version=PROTOCOL_VERSION,
+            policy_json=self._cfg.policy_json,
         )
 
     def PushTransitions(

@@ -1,0 +1,520 @@
+"""``robot-rl learner`` and ``robot-rl actor``: training split across machines over gRPC.
+
+On the GPU workstation::
+
+    robot-rl learner --run runs/x --bind 127.0.0.1:50061 [--token T] [--demos demos.zarr]
+
+On each robot PC (or next to it, for the twin)::
+
+    robot-rl actor --learner HOST:50061 --run runs/x-left [--actor-id left] [--token T]
+                   [--setup launch/sim.yaml --launch]
+
+The learner owns the settings of the run: env layout (``--task --obs --cameras ...``, the same
+flags as ``train``; an actor whose observation layout differs is refused at Hello, naming the
+difference), agent, demos, UTD, step budget. It tells each actor its policy settings at Hello,
+so an actor builds the same acting networks; the actor owns its env (direct twin, or a
+``--setup`` behind ROS 2), its human (``--human``), its log and its seed. See
+:mod:`robot_rl.learner.remote` and :mod:`robot_rl.actor.loop` for what each side does and keeps
+on disk, and the README's "Distributed training" section.
+
+Security: the learner binds loopback unless ``--allow-non-loopback`` (a LAN), takes a token
+(``--token`` or ``$ROBOT_RL_TOKEN``) and TLS (``--tls-cert --tls-key``; actors pass
+``--tls-root-cert``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from policies.config import SACConfig
+from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.cli.train import (
+    TRAIN_INIT_TEMPERATURE,
+    EncoderName,
+    HumanName,
+    TrainCmdConfig,
+    from_json,
+    to_json,
+)
+from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
+
+TOKEN_ENV = "ROBOT_RL_TOKEN"
+"""Environment variable with the shared token (instead of --token on the command line)."""
+
+
+@dataclass(frozen=True)
+class LearnerCmdConfig:
+    """Serve a distributed learner: actors stream transitions in, weights go out."""
+
+    run: Path
+    """Run directory (created; refused if it exists unless --resume)."""
+    env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
+        default_factory=LearnerEnvConfig
+    )
+    """The env layout the actors must send (and the twin the learner evaluates on)."""
+    bind: str = "127.0.0.1:50061"
+    """host:port to serve on (port 0: any free port; see run/server.json). Loopback unless
+    --allow-non-loopback."""
+    allow_non_loopback: bool = False
+    """Serve on a LAN address given in --bind (use --token and TLS there)."""
+    token: str | None = None
+    """Shared secret the actors must present (default: $ROBOT_RL_TOKEN, else none)."""
+    tls_cert: Path | None = None
+    """PEM certificate to serve TLS with (with --tls-key)."""
+    tls_key: Path | None = None
+    """PEM private key of --tls-cert."""
+    demos: Path | None = None
+    """Demo dataset from `robot-rl collect` (same env settings), mixed in RLPD style."""
+    steps: int = 10_000
+    """Stop (and STOP the actors) after this many transitions from all actors (over resumes)."""
+    resume: bool = False
+    """Continue the run in --run after a crash or a stop (settings from its config.json)."""
+    seed: int = 0
+    """Seed of the agent and batch sampling."""
+    utd: int | None = None
+    """Critic updates per update call (None: the agent config's utd); one call per received env
+    step."""
+    encoder: EncoderName = "conv"
+    """Image encoder for --obs pixels (see `robot-rl train`)."""
+    efficientnet_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+    batch_size: int = 256
+    """Transitions per critic update."""
+    demo_fraction: float = 0.5
+    """Fraction of each batch from the demos (RLPD: 0.5)."""
+    learning_starts: int = 256
+    """First update once this many transitions (demos included) are available."""
+    eval_every_steps: int = 1_000
+    """Evaluate on the local twin and checkpoint every this many received env steps."""
+    eval_episodes: int = 10
+    """Episodes per evaluation on the local twin (0: no evaluation, checkpoints only)."""
+    reward_offset: float = 0.0
+    """Added to sampled rewards at update time (see `robot-rl train`)."""
+    intervention_mode: InterventionMode = TrainConfig.intervention_mode
+    """How intervened transitions from the actors are used (see `robot-rl train`)."""
+    rlif_penalty: float = DEFAULT_RLIF_PENALTY
+    """Reward of the rlif penalty transition."""
+    publish_every_updates: int = 20
+    """Send new weights to the actors every this many updates."""
+    max_actors: int = 8
+    """Actors served at once."""
+    stop_grace_s: float = 5.0
+    """After the last step, keep serving this long so that actors hear STOP, seconds."""
+    num_threads: int = 1
+    """torch threads."""
+    device: str = "cpu"
+    """Torch device of the agent and buffers."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+    json: bool = False
+    """Print exactly one JSON object on stdout at the end."""
+    sac: SACConfig = field(
+        default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
+    )
+    """Agent settings (--utd and --encoder override sac.utd and sac.encoder.kind)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
+        if self.demos is not None and not Path(self.demos).exists() and not self.resume:
+            raise ValueError(f"demos {self.demos} does not exist; record it with robot-rl collect")
+        self.server_config()  # validates bind, token and TLS
+        self.remote_config()
+
+    def as_train(self) -> TrainCmdConfig:
+        """The same settings as a ``train`` config (shared composition helpers)."""
+        shared = {f.name for f in dataclasses.fields(TrainCmdConfig)}
+        kw = {k: getattr(self, k) for k in shared if hasattr(self, k)}
+        kw["eval_episodes"] = max(self.eval_episodes, 1)
+        return TrainCmdConfig(**kw)
+
+    def train_config(self) -> TrainConfig:
+        return dataclasses.replace(
+            self.as_train().train_config(), eval_episodes=max(self.eval_episodes, 1)
+        )
+
+    def server_config(self) -> Any:
+        from robot_rl.transport.server import LearnerServerConfig
+
+        return LearnerServerConfig(
+            bind=self.bind,
+            token=self.token if self.token is not None else os.environ.get(TOKEN_ENV) or None,
+            allow_non_loopback=self.allow_non_loopback,
+            tls_cert_path=self.tls_cert,
+            tls_key_path=self.tls_key,
+            max_actors=self.max_actors,
+        )
+
+    def remote_config(self) -> Any:
+        from robot_rl.learner.remote import RemoteConfig
+
+        return RemoteConfig(
+            publish_every_updates=self.publish_every_updates,
+            stop_grace_s=self.stop_grace_s,
+            max_actors=self.max_actors,
+        )
+
+
+@dataclass(frozen=True)
+class ActorCmdConfig:
+    """Run a distributed actor: act on the env, log, stream to the learner, load its weights."""
+
+    run: Path
+    """The actor's directory (its log, the learner's policy settings, the last weights);
+    reopened if it exists (a restart resends what the learner lacks)."""
+    learner: str = "127.0.0.1:50061"
+    """host:port of `robot-rl learner`."""
+    actor_id: str | None = None
+    """This actor's stable id (default: the --run directory's name)."""
+    env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
+        default_factory=LearnerEnvConfig
+    )
+    """The env (its layout must be the learner's)."""
+    setup: Path | None = None
+    """Act behind ROS 2 on this setup (launch/*.yaml) instead of the direct twin."""
+    launch: bool = False
+    """--setup: start the setup's nodes here (else they must run, e.g. under `robot-rl up`)."""
+    domain_id: int | None = None
+    """--setup: ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID, else 0)."""
+    log_dir: Path | None = None
+    """--setup: logs of the nodes started here."""
+    human: HumanName = "none"
+    """Who may take over: none, sim (the task's scripted expert; twin) or teleop (--setup)."""
+    token: str | None = None
+    """The learner's token (default: $ROBOT_RL_TOKEN, else none)."""
+    tls_root_cert: Path | None = None
+    """PEM certificate (or CA) of a TLS learner; None: plaintext."""
+    tls_server_name: str | None = None
+    """Name to check the learner's certificate against, if not --learner's host."""
+    seed: int = 0
+    """Seed of the exploration noise and of the resets (give each actor its own)."""
+    steps: int | None = None
+    """Stop after this many env steps of this actor (None: when the learner says STOP)."""
+    random_steps: int = 0
+    """Uniform random actions for the first steps while no weights have arrived."""
+    weights_every_steps: int = 0
+    """Also load new weights mid-episode every this many steps (0: between episodes only)."""
+    tick_budget_s: float = 0.1
+    """Actor work per step above this is logged as a tick overrun, seconds."""
+    connect_timeout_s: float = 60.0
+    """First start: how long to wait for the learner's policy settings, seconds."""
+    drain_timeout_s: float = 30.0
+    """At the end: how long to wait for the learner to acknowledge the rest, seconds."""
+    efficientnet_weights: Path | None = None
+    """Local EfficientNet-Lite0 weights for a frozen-encoder policy (None: the package's)."""
+    intervention_hold_steps: int = 5
+    """Steps a takeover stays alive after the last human input."""
+    realtime_factor: float = 1.0
+    """--human teleop on a lockstep twin: pace steps at control_hz x this."""
+    teleop_wait_s: float = 30.0
+    """--setup with --human sim|teleop: how long to wait for the teleop node, seconds."""
+    device: str = "cpu"
+    """Torch device of the policy."""
+    num_threads: int = 1
+    """torch threads."""
+    progress: bool = True
+    """Show progress on stderr."""
+    json: bool = False
+    """Print exactly one JSON object on stdout at the end."""
+
+    def __post_init__(self) -> None:
+        from robot_rl.transport.sink import check_actor_id
+
+        check_actor_id(self.id)
+        if self.connect_timeout_s <= 0:
+            raise ValueError(f"connect_timeout_s must be > 0, got {self.connect_timeout_s}")
+        self.actor_config()
+        self.as_train()
+
+    @property
+    def id(self) -> str:
+        return self.actor_id or Path(self.run).resolve().name
+
+    def as_train(self) -> TrainCmdConfig:
+        """The env-building part as a ``train`` config (shared composition helpers)."""
+        return TrainCmdConfig(
+            run=self.run,
+            env=self.env,
+            seed=self.seed,
+            human=self.human,
+            setup=self.setup,
+            launch=self.launch,
+            domain_id=self.domain_id,
+            log_dir=self.log_dir,
+            intervention_hold_steps=self.intervention_hold_steps,
+            realtime_factor=self.realtime_factor,
+            teleop_wait_s=self.teleop_wait_s,
+            progress=False,
+        )
+
+    def actor_config(self) -> Any:
+        from robot_rl.actor.loop import ActorConfig
+
+        return ActorConfig(
+            total_env_steps=self.steps,
+            seed=self.seed,
+            random_steps=self.random_steps,
+            weights_every_steps=self.weights_every_steps,
+            tick_budget_s=self.tick_budget_s,
+            drain_timeout_s=self.drain_timeout_s,
+        )
+
+
+# -- learner ---------------------------------------------------------------------------------
+
+
+def _resolve_learner_resume(cmd: LearnerCmdConfig) -> LearnerCmdConfig:
+    from robot_rl.learner.rundir import read_run_config
+
+    stored = read_run_config(cmd.run).get("cli")
+    if stored is None:
+        raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by learner")
+    base = from_json(LearnerCmdConfig, {**stored, "run": str(cmd.run), "resume": True})
+    keep = ("steps", "progress", "json", "bind", "allow_non_loopback", "token", "tls_cert",
+            "tls_key", "stop_grace_s")  # fmt: skip
+    return dataclasses.replace(base, **{k: getattr(cmd, k) for k in keep})
+
+
+def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
+    """The JSON the learner tells its actors (what they need to build the acting networks)."""
+    enc = sac.encoder
+    if getattr(enc, "weights_path", None):  # a local path on the learner: the actor has its own
+        enc = dataclasses.replace(enc, weights_path=None)
+    sac = dataclasses.replace(sac, encoder=enc)
+    return json.dumps(
+        {"sac": to_json(sac), "normalize_state": cmd.train_config().normalize_state},
+        sort_keys=True,
+    )
+
+
+def run_learner(cmd: LearnerCmdConfig) -> dict:
+    """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.cli.train import agent_factory, load_demo_buffer, sac_config
+    from robot_rl.learner.remote import RemoteLearner
+    from robot_rl.learner.rundir import RunExistsError
+    from robot_rl.replay import ObsAdapter
+
+    if cmd.resume:
+        cmd = _resolve_learner_resume(cmd)
+    elif cmd.run.exists() and any(cmd.run.iterdir()):
+        raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
+    train = cmd.as_train()
+    sac = sac_config(train)
+    cmd = dataclasses.replace(cmd, sac=sac)
+    eval_env, backend = make_env_from_setup(cmd.env.env_setup())
+    try:
+        layout = ObsAdapter(eval_env.observation_space).layout
+        from robot_rl.learner.evaluate import ActionMap
+
+        action_dim = ActionMap(eval_env.action_space).dim
+        demos = load_demo_buffer(train, eval_env) if cmd.demos is not None else None
+        learner = RemoteLearner(
+            cmd.train_config(),
+            agent_factory(sac, cmd.seed, cmd.device),
+            layout,
+            action_dim,
+            cmd.run,
+            cmd.server_config(),
+            cmd.remote_config(),
+            policy_settings(sac, cmd),
+            demos=demos,
+            resume=cmd.resume,
+            run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
+            eval_env=eval_env if cmd.eval_episodes > 0 else None,
+            device=cmd.device,
+        )
+        stop = _StopFlag()
+        server = learner.open()
+        print(f"learner serving {cmd.run} on {server.address}", file=sys.stderr, flush=True)
+        result = learner.run(should_stop=stop)
+    finally:
+        eval_env.close()
+        backend.close()
+    result.update(task=cmd.env.task, obs=cmd.env.obs)
+    return result
+
+
+def _redacted(cmd: LearnerCmdConfig) -> dict:
+    d = to_json(cmd)
+    d["token"] = None  # never written to disk; pass it again on --resume
+    return d
+
+
+class _StopFlag:
+    """SIGINT / SIGTERM -> True (the learner stops cleanly: STOP to actors, checkpoint)."""
+
+    def __init__(self) -> None:
+        self.set = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.set = True
+
+    def __call__(self) -> bool:
+        return self.set
+
+
+def print_learner_report(result: dict) -> None:
+    ev = result.get("final_eval") or {}
+    print(
+        f"learner {result['run_dir']}: {result['env_steps']} env steps from "
+        f"{len(result['actors'])} actor(s), {result['updates']} updates, weights version "
+        f"{result['weights_version']} (stopped by {result['stopped_by']})"
+    )
+    for a, s in sorted(result["actors"].items()):
+        print(
+            f"  {a}: {s['transitions']} transitions, {s['episodes']} episodes, "
+            f"{s['duplicates_dropped']} duplicates dropped, {s['batches_rejected']} rejected"
+        )
+    if "success_rate" in ev:
+        print(f"final eval: success rate {ev['success_rate']:.2f}, return {ev['mean_return']:.2f}")
+        print(f"learning curve: {result['learning_curve']}")
+
+
+# -- actor -----------------------------------------------------------------------------------
+
+POLICY_JSON = "policy.json"
+
+
+def run_actor(cmd: ActorCmdConfig) -> dict:
+    """Build the actor for ``cmd``, connect, act until STOP / --steps / a signal."""
+    import torch
+
+    from robot_rl.actor.loop import WEIGHTS_FILE, Actor
+    from robot_rl.actor.policy import ActingPolicy
+    from robot_rl.cli.train import agent_factory, build_envs
+    from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.replay import ObsAdapter
+    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
+    from robot_rl.transport.codec import layout_fingerprint
+
+    torch.set_num_threads(cmd.num_threads)
+    envs = build_envs(cmd.as_train())
+    client = None
+    try:
+        env = envs.env
+        layout = ObsAdapter(env.observation_space).layout
+        action_dim = ActionMap(env.action_space).dim
+        client = LearnerClient(
+            LearnerClientConfig(
+                target=cmd.learner,
+                actor_id=cmd.id,
+                token=cmd.token if cmd.token is not None else os.environ.get(TOKEN_ENV) or None,
+                root_cert_path=cmd.tls_root_cert,
+                tls_server_name=cmd.tls_server_name,
+            ),
+            layout_fingerprint(layout, action_dim),
+        )
+        settings = _policy_settings(cmd, client)
+        sac = _actor_sac(settings, cmd)
+        agent = agent_factory(sac, cmd.seed, cmd.device)(layout, action_dim)
+        policy = ActingPolicy(agent, layout, settings["normalize_state"], cmd.seed + 3)
+        policy.restore(cmd.run / WEIGHTS_FILE)
+        progress = _ActorProgress(cmd.id) if cmd.progress else None
+        actor = Actor(
+            env,
+            policy,
+            cmd.run,
+            client,
+            cmd.actor_config(),
+            intervention=envs.intervention,
+            on_episode=None if progress is None else progress.episode,
+        )
+        _stop_on_signal(actor)
+        stats = actor.run()
+        if client.fatal_error is not None:
+            raise ValueError(f"the learner refused this actor: {client.fatal_error}")
+    finally:
+        if client is not None:
+            client.close()
+        envs.close()
+    out = dataclasses.asdict(stats)
+    out.update(actor_id=cmd.id, run=str(cmd.run), learner=cmd.learner)
+    return out
+
+
+def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
+    """The learner's policy settings: from its Hello (saved), else the saved ones."""
+    path = cmd.run / POLICY_JSON
+    deadline = time.monotonic() + (cmd.connect_timeout_s if not path.exists() else 5.0)
+    while time.monotonic() < deadline:
+        if client.fatal_error is not None:
+            raise ValueError(
+                f"the learner at {cmd.learner} refused this actor: {client.fatal_error}"
+            )
+        if client.policy_json:
+            cmd.run.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(POLICY_JSON + ".tmp")
+            tmp.write_text(client.policy_json)
+            tmp.replace(path)
+            break
+        client.wait_connected(timeout_s=0.2)
+    if not path.exists():
+        raise TimeoutError(
+            f"no learner answered at {cmd.learner} within {cmd.connect_timeout_s} s, and "
+            f"{cmd.run} holds no policy settings from an earlier connection: start "
+            "`robot-rl learner` first (or check --learner, --token, TLS)"
+        )
+    return json.loads(path.read_text())
+
+
+def _actor_sac(settings: dict, cmd: ActorCmdConfig) -> Any:
+    """The learner's SACConfig with this machine's local frozen-encoder weights."""
+    from robot_rl.cli.train import efficientnet_weights_path
+
+    sac = from_json(SACConfig, settings["sac"])
+    if sac.encoder.kind == "efficientnet":
+        weights = cmd.efficientnet_weights or efficientnet_weights_path()
+        sac = dataclasses.replace(
+            sac, encoder=dataclasses.replace(sac.encoder, weights_path=str(weights))
+        )
+    return sac
+
+
+def _stop_on_signal(actor: Any) -> None:
+    """SIGINT / SIGTERM end the episode and the run cleanly (the log stays consistent)."""
+
+    def handle(signum: int, frame: Any) -> None:
+        actor.request_stop("signal")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handle)
+
+
+class _ActorProgress:
+    """One line per episode on stderr (steps, return, weights version, acked)."""
+
+    def __init__(self, actor_id: str) -> None:
+        self.actor_id = actor_id
+
+    def episode(self, st: Any, ret: float, success: bool) -> None:
+        print(
+            f"[{self.actor_id}] episode {st.episodes}: return {ret:.1f} success {success} | "
+            f"{st.env_steps} steps, weights v{st.weights_version}, acked through "
+            f"{st.acked_through}, tick overruns {st.tick_overruns}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def print_actor_report(result: dict) -> None:
+    print(
+        f"actor {result['actor_id']}: {result['env_steps']} env steps, {result['episodes']} "
+        f"episodes, weights v{result['weights_version']}, acked through "
+        f"{result['acked_through']} of {result['logged_transitions']} logged, "
+        f"{result['tick_overruns']} tick overruns (stopped by {result['stopped_by']})"
+    )

@@ -1,0 +1,491 @@
+"""The distributed learner: replay and updates here, acting on remote actors over gRPC.
+
+``robot-rl learner`` runs this on the GPU workstation; ``robot-rl actor`` (:mod:`robot_rl.actor`)
+on each robot PC. The learner serves :class:`robot_rl.transport.server.LearnerServer`: actors
+push their logged transitions, which :class:`robot_rl.transport.log_sink.LogSink` stores
+durably (one log per actor) before acknowledging; the accepted rows are then routed into the RAM
+buffers as the embedded trainer routes its own steps (:class:`robot_rl.learner.routing.Router`,
+one per actor, so interventions work the same), and the learner updates the agent::
+
+    rows arrive -> buffers (on this thread)          env_steps += N, update budget += N
+    while budget: agent.update(mixer.sample)          one update per received env step (UTD as
+                                                      embedded), once learning_starts is reached
+    every publish_every_updates: publish the policy snapshot (robot_rl.actor.policy) as the next
+        weights version
+    every eval_every_steps received steps: evaluate on the local eval env (if any), checkpoint,
+        plot
+    at total_env_steps: STOP to every actor, final evaluation and checkpoint, keep serving
+        stop_grace_s so that actors hear it and drain their logs
+
+Weights versions increase over the whole run, restarts included (``weights_version.json``): an
+actor ignores a version it already has.
+
+Resume after a crash (``resume=True``): the agent, counters and normaliser come from the last
+checkpoint; the actor logs are reopened (an episode cut by the crash is kept as truncated), the
+RAM buffers are rebuilt from them, and each actor is told at its next Hello what the learner
+holds, so it resends the rest and nothing acknowledged is lost or duplicated.
+
+Run directory::
+
+    config.json           settings (the CLI's, to resume)
+    actors/<id>/log.zarr  every transition of each actor (durable; rebuilds the buffers)
+    checkpoints/          see robot_rl.learner.checkpoint
+    eval.jsonl            one JSON object per evaluation (with per-actor counts)
+    learning_curve.png    eval success rate and return vs received env steps
+    actors.json           per-actor stats (rewritten every stats_every_s)
+    server.json           the address actually bound (port 0 picks one)
+    weights_version.json  the last published weights version
+    control               write PAUSE / RESUME / STOP here (``robot-rl learner-control``)
+    tb/                   tensorboard: learner/*, eval/*, actors/<id>/*
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import queue
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robot_rl.actor.policy import policy_snapshot
+from robot_rl.core.batch import ObsLayout
+from robot_rl.learner.checkpoint import (
+    TrainerState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from robot_rl.learner.config import TrainConfig
+from robot_rl.learner.evaluate import evaluate
+from robot_rl.learner.normalize import StateNormalizer
+from robot_rl.learner.plots import write_learning_curve
+from robot_rl.learner.routing import Router
+from robot_rl.learner.rundir import CURVE_PNG, EVAL_JSONL, TB_DIR, prepare_run_dir
+from robot_rl.replay import Mixer, ObsAdapter, ReplayBuffer
+from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
+from robot_rl.transport.log_sink import LogSink, row_obs
+from robot_rl.transport.server import LearnerServer, LearnerServerConfig
+
+log = logging.getLogger(__name__)
+
+ACTORS_DIR = "actors"
+ACTORS_JSON = "actors.json"
+SERVER_JSON = "server.json"
+VERSION_JSON = "weights_version.json"
+CONTROL_FILE = "control"
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """What the distributed learner adds to :class:`TrainConfig`."""
+
+    publish_every_updates: int = 20
+    """Publish new weights every this many updates (and when learning starts)."""
+    stats_every_s: float = 2.0
+    """Send stats to the actors and rewrite actors.json this often, seconds."""
+    stop_grace_s: float = 5.0
+    """After STOP, keep serving this long so that actors hear it and drain their logs, seconds."""
+    idle_wait_s: float = 0.05
+    """With nothing to update, wait this long for rows, seconds."""
+    max_actors: int = 8
+    """Actors served at once."""
+
+    def __post_init__(self) -> None:
+        if self.publish_every_updates < 1:
+            raise ValueError(
+                f"publish_every_updates must be >= 1, got {self.publish_every_updates}"
+            )
+        if min(self.stats_every_s, self.idle_wait_s) <= 0 or self.stop_grace_s < 0:
+            raise ValueError("stats_every_s and idle_wait_s must be > 0, stop_grace_s >= 0")
+
+
+class RemoteLearner:
+    """The distributed learner (see the module docstring).
+
+    Args:
+        cfg: Loop settings (``total_env_steps`` counts transitions received from all actors).
+        make_agent: ``(layout, action_dim) -> agent`` (e.g. a ``policies.sac.SACAgent``).
+        layout: Observation layout actors must send.
+        action_dim: Policy action size A.
+        run_dir: The run directory (see the module docstring).
+        server_cfg: Address and security (its ``run_id`` and ``policy_json`` are filled in).
+        remote: Publishing, stats and shutdown settings.
+        policy_json: The policy settings actors build their acting networks from (JSON).
+        demos: Demo buffer (policy-space actions, same layout), or None.
+        resume: Continue the run in ``run_dir``.
+        run_meta: JSON-able settings for ``config.json``.
+        eval_env: A local env to evaluate on (e.g. the twin), or None (no evaluation here: the
+            curve then comes from the actors' episode returns in tensorboard).
+        device: Torch device of the RAM buffers.
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        make_agent: Callable[[ObsLayout, int], Any],
+        layout: ObsLayout,
+        action_dim: int,
+        run_dir: Path,
+        server_cfg: LearnerServerConfig,
+        remote: RemoteConfig,
+        policy_json: str,
+        demos: ReplayBuffer | None = None,
+        resume: bool = False,
+        run_meta: Mapping[str, Any] | None = None,
+        eval_env: gym.Env | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self.cfg, self.remote, self.layout, self.action_dim = cfg, remote, layout, int(action_dim)
+        self.run_dir = Path(run_dir)
+        self.eval_env = eval_env
+        if eval_env is not None and ObsAdapter(eval_env.observation_space).layout != layout:
+            raise ValueError("eval_env's observation layout differs from the learner's")
+        prepare_run_dir(self.run_dir, resume, cfg, layout, action_dim, run_meta, ACTORS_DIR)
+        self.resume = resume
+        torch.set_num_threads(cfg.num_threads)
+        self.agent = make_agent(layout, self.action_dim)
+        self.state = TrainerState()
+        self.sample_rng = np.random.default_rng((cfg.seed, 1))
+        self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
+        self.demos = demos if demos is not None and len(demos) > 0 else None
+        self.demo_buffer = self.demos
+        if cfg.intervention_mode == "hil-serl":
+            extra = cfg.buffer_capacity
+            self.demo_buffer = (
+                self.demos.resized(len(self.demos) + extra)
+                if self.demos is not None
+                else ReplayBuffer(extra, layout, self.action_dim, device)
+            )
+        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
+        self.norm: StateNormalizer | None = None
+        self._rows: queue.SimpleQueue[tuple[str, dict[str, np.ndarray]]] = queue.SimpleQueue()
+        self._routers: dict[str, tuple[Router, int]] = {}  # actor -> (router, its last episode)
+        self.budget = 0  # updates owed to received env steps
+        self.version = self._read_version()
+        self.server_cfg = dataclasses.replace(
+            server_cfg,
+            run_id=self.run_dir.name,
+            policy_json=policy_json,
+            max_actors=remote.max_actors,
+        )
+        self.sink: LogSink | None = None
+        self.server: LearnerServer | None = None
+        self._evals: list[dict] = []
+        self._stop_reason = ""
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def open(self) -> LearnerServer:
+        """Restore (resume), rebuild the buffers from the actor logs, start serving."""
+        if self.resume:
+            ckpt = latest_checkpoint(self.run_dir)
+            if ckpt is not None:
+                self.state = load_checkpoint(ckpt, self.agent)
+                self.state.restore({"sample": self.sample_rng}, {})
+                if self.state.state_norm is not None:
+                    self.norm = StateNormalizer.from_json(self.state.state_norm)
+            evals = self.run_dir / EVAL_JSONL
+            if evals.exists():
+                self._evals = [json.loads(s) for s in evals.read_text().splitlines() if s.strip()]
+        self.sink = LogSink(
+            self.run_dir / ACTORS_DIR, self.layout, self.action_dim, on_rows=self._on_rows
+        )
+        steps = 0
+        for actor_id in self.sink.actors():
+            router = Router(
+                self.cfg.intervention_mode, self.online, self.demo_buffer, self.cfg.rlif_penalty
+            )
+            router.rebuild(self.sink.log_of(actor_id), ("online",))
+            steps += self.sink.acked_through(actor_id) + 1
+            self._routers[actor_id] = (router, -1)
+        self.state.env_steps = steps
+        self.server = LearnerServer(self.sink, self.layout, self.action_dim, self.server_cfg)
+        _write_json(
+            self.run_dir / SERVER_JSON, {"address": self.server.address, "pid": os.getpid()}
+        )
+        self._publish()
+        return self.server
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict:
+        """Learn until ``total_env_steps`` transitions arrived (or ``should_stop()``).
+
+        Returns:
+            A JSON-able summary (env steps, updates, per-actor stats, last evaluation).
+        """
+        from torch.utils.tensorboard import SummaryWriter
+
+        from robot_rl.learner.progress import Progress
+
+        cfg, st = self.cfg, self.state
+        if self.server is None:
+            self.open()
+        tb = self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
+        bar = Progress(cfg.total_env_steps, cfg.progress)
+        next_stats = 0.0
+        next_eval = (st.env_steps // cfg.eval_every_steps + 1) * cfg.eval_every_steps
+        try:
+            if not self._evals:
+                self._evaluate_and_checkpoint(bar)
+            while True:
+                if should_stop():
+                    self._stop_reason = "signal"
+                self._control_file()
+                got = self._drain_rows(wait_s=0.0 if self.budget > 0 else self.remote.idle_wait_s)
+                if got:
+                    bar.advance_to(min(st.env_steps, cfg.total_env_steps))
+                if st.env_steps >= cfg.total_env_steps and not self._stop_reason:
+                    self._stop_reason = "steps"
+                if self._stop_reason:
+                    break
+                if self.budget > 0 and len(self.mixer) >= max(cfg.learning_starts, 1):
+                    self._update(tb)
+                now = time.monotonic()
+                if now >= next_stats:
+                    self._stats(tb)
+                    next_stats = now + self.remote.stats_every_s
+                if st.env_steps >= next_eval:
+                    self._evaluate_and_checkpoint(bar)
+                    next_eval = (st.env_steps // cfg.eval_every_steps + 1) * cfg.eval_every_steps
+            self.server.control("STOP", f"learner: {self._stop_reason}")  # type: ignore[union-attr]
+            self._linger()
+            if self._stop_reason == "steps":
+                self._pay_owed_updates(tb)
+            self._evaluate_and_checkpoint(bar)
+        finally:
+            bar.close()
+            self._stats(tb)
+            tb.close()
+            self.close()
+        last = self._evals[-1] if self._evals else {}
+        return {
+            "run_dir": str(self.run_dir),
+            "env_steps": st.env_steps,
+            "updates": st.updates,
+            "weights_version": self.version,
+            "stopped_by": self._stop_reason,
+            "final_eval": last,
+            "learning_curve": str(self.run_dir / CURVE_PNG),
+            "actors": _read_json(self.run_dir / ACTORS_JSON, {}),
+        }
+
+    def close(self) -> None:
+        """Stop serving and close the actor logs (idempotent)."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
+
+    def _pay_owed_updates(self, tb: Any) -> None:
+        """Run the updates still owed to received steps (one per env step, as embedded), so that
+        a learner slower than its actors ends at the same update count as the embedded loop."""
+        if self.budget <= 0 or len(self.mixer) < max(self.cfg.learning_starts, 1):
+            return
+        log.info("learner: %d updates owed to received steps; running them", self.budget)
+        while self.budget > 0:
+            self._update(tb)
+        self._publish()
+
+    def _linger(self) -> None:
+        """Keep taking rows for stop_grace_s after STOP (actors drain their logs), or until every
+        actor that said Hello holds nothing unacknowledged for a quiet second."""
+        deadline = time.monotonic() + self.remote.stop_grace_s
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            if self._drain_rows(wait_s=0.1):
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > 1.0:
+                break
+
+    # -- rows in -----------------------------------------------------------------------------
+
+    def _on_rows(self, actor_id: str, steps: dict[str, np.ndarray]) -> None:
+        """LogSink hook (a server thread): the rows are durable; hand them to the loop."""
+        self._rows.put((actor_id, steps))
+
+    def _drain_rows(self, wait_s: float) -> int:
+        """Move received rows into the buffers; returns how many."""
+        n = 0
+        while True:
+            try:
+                actor_id, steps = (
+                    self._rows.get(timeout=wait_s)
+                    if wait_s > 0 and n == 0
+                    else (self._rows.get_nowait())
+                )
+            except queue.Empty:
+                return n
+            n += self._route(actor_id, steps)
+
+    def _route(self, actor_id: str, steps: Mapping[str, np.ndarray]) -> int:
+        router, last_ep = self._routers.get(actor_id, (None, -1))
+        if router is None:
+            router = Router(
+                self.cfg.intervention_mode, self.online, self.demo_buffer, self.cfg.rlif_penalty
+            )
+        lay = self.layout
+        eps = steps[EPISODE].tolist()
+        for r, ep in enumerate(eps):
+            if ep != last_ep:
+                router.begin_episode()
+                last_ep = ep
+            router.add(
+                row_obs(steps, OBS_PREFIX, r, lay),
+                steps["action"][r],
+                steps["policy_action"][r],
+                float(steps["reward"][r]),
+                row_obs(steps, NEXT_OBS_PREFIX, r, lay),
+                bool(steps["terminated"][r]),
+                bool(steps["intervened"][r]),
+            )
+        self._routers[actor_id] = (router, last_ep)
+        n = len(eps)
+        self.state.env_steps += n
+        if len(self.mixer) >= max(self.cfg.learning_starts, 1):
+            self.budget += n
+        return n
+
+    # -- learning ----------------------------------------------------------------------------
+
+    def _update(self, tb: Any) -> None:
+        cfg, st = self.cfg, self.state
+        fitted_now = False
+        if self.norm is None and cfg.normalize_state and self.layout.state_dim > 0:
+            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
+            st.state_norm = self.norm.to_json()
+            fitted_now = True
+        metrics = self.agent.update(self._sample)
+        st.updates += 1
+        self.budget -= 1
+        if st.updates % cfg.log_every_steps == 0:
+            for k, v in metrics.items():
+                tb.add_scalar(f"learner/{k}", float(v), st.env_steps)
+            tb.add_scalar("learner/updates", st.updates, st.env_steps)
+            tb.add_scalar("learner/update_backlog", self.budget, st.env_steps)
+        if fitted_now or st.updates % self.remote.publish_every_updates == 0:
+            self._publish()
+
+    def _sample(self) -> Any:
+        b = self.mixer.sample(self.cfg.batch_size, self.sample_rng)
+        if self.cfg.reward_offset != 0.0:
+            b = dataclasses.replace(b, reward=b.reward + self.cfg.reward_offset)
+        return self.norm.batch(b) if self.norm is not None else b
+
+    def _publish(self) -> None:
+        snap = policy_snapshot(self.agent, self.layout, self.norm, self.cfg.normalize_state)
+        self.version += 1
+        self.server.publish_weights(self.version, snap)  # type: ignore[union-attr]
+        _write_json(self.run_dir / VERSION_JSON, {"version": self.version})
+
+    def _read_version(self) -> int:
+        return int(_read_json(self.run_dir / VERSION_JSON, {"version": 0})["version"])
+
+    def to_agent_obs(self, obs: Mapping) -> Mapping:
+        o = ObsAdapter(self.eval_env.observation_space).to_learner(obs)  # type: ignore[union-attr]
+        return self.norm.obs(o) if self.norm is not None else o
+
+    # -- control, stats, evaluation ----------------------------------------------------------
+
+    def _control_file(self) -> None:
+        """Forward a PAUSE / RESUME / STOP written to run/control to every actor."""
+        path = self.run_dir / CONTROL_FILE
+        if not path.exists():
+            return
+        command = path.read_text().strip().upper()
+        path.unlink(missing_ok=True)
+        if command == "STOP":
+            self._stop_reason = "control"
+            self.state.env_steps = max(self.state.env_steps, self.cfg.total_env_steps)
+            return
+        try:
+            self.server.control(command, "learner: control file")  # type: ignore[union-attr]
+        except ValueError as e:
+            log.warning("%s: %s", path, e)
+
+    def _stats(self, tb: Any) -> None:
+        if self.server is None:
+            return
+        stats = self.server.publish_stats(self.state.updates, len(self.online))
+        actors = {}
+        for a in stats.actors:
+            row = {
+                "transitions": a.transitions,
+                "duplicates_dropped": a.duplicates_dropped,
+                "batches_rejected": a.batches_rejected,
+                "episodes": a.episodes,
+                "last_episode_return": None
+                if np.isnan(a.last_episode_return)
+                else (a.last_episode_return),
+                "acked_through_seq": a.acked_through_seq,
+            }
+            actors[a.actor_id] = row
+            for k, v in row.items():
+                if v is not None:
+                    tb.add_scalar(f"actors/{a.actor_id}/{k}", float(v), self.state.env_steps)
+        _write_json(self.run_dir / ACTORS_JSON, actors)
+
+    def _evaluate_and_checkpoint(self, bar: Any) -> None:
+        cfg, st = self.cfg, self.state
+        if self._evals and self._evals[-1]["env_steps"] == st.env_steps:
+            return
+        row: dict[str, Any] = {
+            "env_steps": st.env_steps,
+            "updates": st.updates,
+            "weights_version": self.version,
+            "actors": {a: self.sink.acked_through(a) + 1 for a in self.sink.actors()},  # type: ignore[union-attr]
+        }
+        if self.eval_env is not None and cfg.eval_episodes > 0:
+            t0 = time.perf_counter()
+            res = evaluate(
+                self.eval_env, self.agent, self.to_agent_obs, cfg.eval_episodes, cfg.eval_seed
+            )
+            row.update(
+                success_rate=res.success_rate,
+                mean_return=res.mean_return,
+                mean_length=res.mean_length,
+                eval_episodes=cfg.eval_episodes,
+                eval_wall_s=time.perf_counter() - t0,
+            )
+            bar.eval(res.success_rate)
+            self._tb.add_scalar("eval/success_rate", res.success_rate, st.env_steps)
+            self._tb.add_scalar("eval/mean_return", res.mean_return, st.env_steps)
+        self._evals.append(row)
+        with open(self.run_dir / EVAL_JSONL, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        rated = [e for e in self._evals if "success_rate" in e]
+        if rated:
+            write_learning_curve(
+                self.run_dir / CURVE_PNG,
+                [e["env_steps"] for e in rated],
+                [e["success_rate"] for e in rated],
+                [e["mean_return"] for e in rated],
+                title=str(self.run_dir.name),
+            )
+        st.evals += 1
+        st.capture({"sample": self.sample_rng}, {})
+        save_checkpoint(self.run_dir, self.agent, st)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.replace(path)
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
