@@ -1,7 +1,7 @@
-"""Actor -> learner transport on 127.0.0.1: transitions/s, bytes, weights broadcast.
+"""Actor -> learner over gRPC on 127.0.0.1: the transport alone, and real learner/actor processes.
 
-Stage 6 in progress: this measures the transport (robot_rl/transport) without the actor loop
-and the learner's updates, which do not exist yet as separate processes. Per benchmark:
+``--part transport`` (default) measures the transport (robot_rl/transport) in this process,
+without the actor loop and the learner's updates. Per benchmark:
 
 - ``transitions``: one or two actors (threads, each with its own LearnerClient) push
   ``--transitions`` transitions with two 128 x 128 cameras (frames rendered by the twin's
@@ -12,21 +12,53 @@ and the learner's updates, which do not exist yet as separate processes. Per ben
   encoder) published ``--weights-rounds`` times: bytes per broadcast and the latency from
   ``publish_weights`` to the client's callback, p50 / p95.
 
-Not measured yet (needs the actor loop): actor tick overruns while the learner is busy, and the
-recovery time after a learner restart.
+``--part e2e`` runs real processes (``python -m robot_rl.cli.main learner ...`` and ``actor
+...``, MuJoCo twin, MUJOCO_GL=osmesa) in a temporary directory and watches them from outside: the
+commit records of the logs (``log.zarr/commit``: the actor's logged transitions, and the
+learner's per-actor log, i.e. what it acknowledged), ``weights_version.json``, ``server.json``,
+/proc CPU times, and a weights subscriber of its own (Subscribe without Hello, so it is not an
+actor). Per benchmark (one JSON object each):
 
-    python bench/distributed.py                   # about a minute
+- ``e2e`` ``pixels_idle_learner`` / ``pixels_idle_learner_2_actors``: two 128 x 128 cameras,
+  learner with ``--learning-starts`` above the budget (no updates: transport, logging and the
+  actors' rendering alone), one then two actors: transitions/s into the learner (steady window,
+  from the learner's log), each actor's env steps/s, backlog, ticks;
+- ``e2e`` ``pixels_learning``: the same with a learner that updates (small networks, batch 64):
+  ingest and actor tick overruns while the learner is busy on pixels; the learner then owes
+  one update per received step (it pays them after STOP), so the bench stops it after
+  ``--learner-exit-timeout-s`` (SIGTERM, then SIGKILL) and says so;
+- ``e2e`` ``state_learning``: state obs, learner updating from ``--learning-starts 200`` with the
+  default networks: actor tick overruns and max_tick_work_s while the learner is busy, weights
+  versions loaded by the actor, broadcast latency (``weights_version.json`` written -> this
+  bench's subscriber received the message; excludes encoding);
+- ``e2e_recovery``: state obs, one actor; once the learner acknowledged ``--kill-after``
+  transitions it is SIGKILLed, restarted ``--away-s`` later with ``--resume`` on the same port:
+  time from the restart to serving, to the first new acknowledgement, and until the learner holds
+  everything the actor had logged at the restart; at the end the learner's log of that actor is
+  compared row by row with the actor's log (no transition lost or duplicated).
+
+The machine has 2 cores: a learner and one or two actors (plus this bench, mostly asleep)
+contend for them; each object reports the processes' CPU use (``contention``).
+
+    python bench/distributed.py                   # transport, about a minute
+    python bench/distributed.py --part e2e --out bench/results/distributed_e2e.jsonl  # ~6 min
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,6 +84,31 @@ class DistributedBenchConfig:
     """Distinct twin frames per camera, cycled."""
     weights_rounds: int = 20
     """Weights broadcasts timed per policy."""
+    part: Literal["transport", "e2e", "all"] = "transport"
+    """transport: in-process transport benchmarks; e2e: real learner and actor processes."""
+    pixel_steps: int = 600
+    """e2e: the learner's --steps (all actors together) of the pixel runs without updates."""
+    pixel_learning_steps: int = 400
+    """e2e: the learner's --steps of the pixel run with updates."""
+    state_steps: int = 1500
+    """e2e: the learner's --steps of the state run with updates."""
+    recovery_steps: int = 1500
+    """e2e_recovery: the learner's --steps (over the restart)."""
+    kill_after: int = 300
+    """e2e_recovery: SIGKILL the learner once it acknowledged this many transitions."""
+    away_s: float = 3.0
+    """e2e_recovery: seconds between the SIGKILL and the restart."""
+    random_steps: int = 100
+    """e2e: the actors' --random-steps."""
+    tick_budget_s: float = 0.1
+    """e2e: the actors' --tick-budget-s."""
+    run_timeout_s: float = 300.0
+    """e2e: give up on a run (and kill its processes) after this long, seconds."""
+    learner_exit_timeout_s: float = 20.0
+    """e2e: after the actors ended, wait this long for the learner to exit, then SIGTERM (and
+    SIGKILL 10 s later), seconds."""
+    e2e_dir: Path | None = None
+    """e2e: keep the run directories here (None: a temporary directory, removed afterwards)."""
     out: Path | None = None
     """Also write the JSON objects here (one per line)."""
 
@@ -231,6 +288,651 @@ def bench_weights(cfg: DistributedBenchConfig, obs: str) -> dict:
     }
 
 
+# -- end to end: real learner and actor processes ----------------------------------------------
+
+POLL_S = 0.1
+SMALL_SAC = ("--sac.hidden-dims", "64", "64", "--batch-size", "64")
+
+
+def say(msg: str) -> None:
+    """Progress on stderr."""
+    print(f"[distributed e2e {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def env_args(obs: str, image_size: int) -> list[str]:
+    """The env flags, the same for learner and actors."""
+    args = ["--task", "pick_cube", "--obs", obs]
+    if obs == "pixels":
+        args += ["--cameras", *CAMERAS, "--image-size", str(image_size)]
+    return args
+
+
+class Child:
+    """One ``robot-rl`` subprocess (own session: a Ctrl-C here does not reach it; the bench kills
+    it by pid), its stdout / stderr in files, its CPU time sampled from /proc."""
+
+    def __init__(self, name: str, args: list[str], logs: Path) -> None:
+        self.name = name
+        self.out_path, self.err_path = logs / f"{name}.out", logs / f"{name}.err"
+        env = {**os.environ, "MUJOCO_GL": "osmesa", "PYTHONUNBUFFERED": "1"}
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "robot_rl.cli.main", *args],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,
+            )  # fmt: skip
+        self.t0 = time.monotonic()
+        self.t_end: float | None = None
+        self.cpu_s = 0.0
+        self.how_ended = ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """Samples the CPU time first (a zombie still has it), then polls."""
+        if self.t_end is not None:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            self.cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+        if self.proc.poll() is None:
+            return True
+        self.t_end = time.monotonic()
+        self.how_ended = self.how_ended or f"exit {self.proc.returncode}"
+        return False
+
+    def signal(self, sig: int, why: str) -> None:
+        if self.alive():
+            self.how_ended = why
+            self.proc.send_signal(sig)
+
+    def stop(self, term_after_s: float, kill_after_s: float = 10.0) -> str:
+        """Wait for a clean exit, then SIGTERM, then SIGKILL; returns how it ended."""
+        for sig, wait_s in (
+            (None, term_after_s),
+            (signal.SIGTERM, kill_after_s),
+            (signal.SIGKILL, 30.0),
+        ):
+            if sig is not None:
+                say(f"{self.name} still running: {signal.Signals(sig).name}")
+                self.signal(sig, f"{signal.Signals(sig).name} by the bench")
+            if poll_until(lambda: not self.alive(), wait_s):
+                break
+        return self.how_ended
+
+    def result(self) -> dict | None:
+        """The JSON object the command printed (--json), or None."""
+        lines = [s for s in self.out_path.read_text().splitlines() if s.startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+
+    def tail(self, n: int = 15) -> str:
+        return "\n".join(self.err_path.read_text(errors="replace").splitlines()[-n:])
+
+    def figures(self) -> dict:
+        wall = (self.t_end or time.monotonic()) - self.t0
+        return {
+            "wall_s": round(wall, 2),
+            "cpu_s": round(self.cpu_s, 2),
+            "cpu_util": round(self.cpu_s / wall, 2) if wall > 0 else None,
+            "ended": self.how_ended,
+        }
+
+
+class Children:
+    """Every child started; all killed (by pid) on exit, even on error."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.all: list[Child] = []
+
+    def start(self, name: str, args: list[str]) -> Child:
+        say(f"start {name}: robot-rl {' '.join(args)}")
+        child = Child(name, args, self.logs)
+        self.all.append(child)
+        return child
+
+    def check(self, *expected_alive: Child) -> None:
+        """Raise (with its stderr) if one of these ended."""
+        for c in expected_alive:
+            if not c.alive():
+                raise RuntimeError(f"{c.name} ended early ({c.how_ended}):\n{c.tail()}")
+
+    def __enter__(self) -> Children:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for c in self.all:
+            if c.alive():
+                c.signal(signal.SIGKILL, "SIGKILL at the end of the bench")
+                c.proc.wait(30)
+
+
+def poll_until(ready: Callable[[], Any], timeout_s: float, every_s: float = POLL_S) -> Any:
+    """ready()'s first truthy value within timeout_s, else None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = ready()
+        if got or time.monotonic() >= deadline:
+            return got or None
+        time.sleep(every_s)
+
+
+def wait_for(
+    ready: Callable[[], Any], timeout_s: float, what: str, kids: Children, *alive: Child
+) -> Any:
+    """Poll ready() while the given children live; raise on timeout or a death."""
+
+    def step() -> Any:
+        kids.check(*alive)
+        return ready()
+
+    got = poll_until(step, timeout_s)
+    if not got:
+        raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+    return got
+
+
+def logged(log_zarr: Path) -> int:
+    """Committed transitions of an EpisodeLog, read from its commit record (the store layout of
+    robot_rl.replay.log; atomic file replacement makes this safe while its owner writes)."""
+    try:
+        attrs = json.loads((log_zarr / "commit" / "zarr.json").read_text())["attributes"]
+        return int(attrs["num_steps"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def serving(run: Path, pid: int) -> str | None:
+    """The address in run/server.json once written by process ``pid``."""
+    info = read_json(run / "server.json")
+    return info["address"] if info and info.get("pid") == pid else None
+
+
+class WeightsProbe:
+    """Subscribes to the learner as an actor would (no Hello: not counted as an actor) and
+    timestamps (time.time()) each weights version; keeps the newest learner stats."""
+
+    def __init__(self, address: str) -> None:
+        self.arrivals: dict[int, float] = {}
+        self.bytes: dict[int, int] = {}
+        self.stats: Any = None
+        self._stop = threading.Event()
+        self._call: Any = None
+        self._thread = threading.Thread(target=self._run, args=(address,), daemon=True)
+        self._thread.start()
+
+    def _run(self, address: str) -> None:
+        import grpc
+
+        from robot_rl.transport import transport_pb2 as pb
+        from robot_rl.transport import transport_pb2_grpc as pb_grpc
+
+        while not self._stop.is_set():
+            channel = grpc.insecure_channel(
+                address, options=[("grpc.max_receive_message_length", 256 << 20)]
+            )
+            try:
+                have = max(self.arrivals, default=0)
+                self._call = pb_grpc.LearnerStub(channel).Subscribe(
+                    pb.SubscribeRequest(actor_id="bench-probe", have_weights_version=have)
+                )
+                for event in self._call:
+                    now = time.time()
+                    kind = event.WhichOneof("event")
+                    if kind == "weights":
+                        self.arrivals.setdefault(event.weights.version, now)
+                        self.bytes[event.weights.version] = len(event.weights.payload)
+                    elif kind == "stats":
+                        self.stats = event.stats
+            except grpc.RpcError:
+                pass
+            finally:
+                channel.close()
+            self._stop.wait(0.2)  # the learner went away: resubscribe
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._call is not None:
+            self._call.cancel()
+        self._thread.join(5.0)
+
+
+class Watch:
+    """Samples, every POLL_S, the learner's and each actor's committed transitions, the learner's
+    weights_version.json, and the children's CPU times."""
+
+    def __init__(self, learner_run: Path, actor_runs: dict[str, Path]) -> None:
+        self.learner_run, self.actor_runs = learner_run, actor_runs
+        self.samples: list[tuple[float, dict[str, int], dict[str, int]]] = []
+        self.published: dict[int, float] = {}  # weights version -> weights_version.json mtime
+        self._mtime = 0
+
+    def held(self, actor_id: str) -> int:
+        return logged(self.learner_run / "actors" / actor_id / "log.zarr")
+
+    def sample(self, *kids: Child) -> tuple[dict[str, int], dict[str, int]]:
+        for k in kids:
+            k.alive()
+        held = {a: self.held(a) for a in self.actor_runs}  # first: held <= logged
+        logs = {a: logged(p / "log.zarr") for a, p in self.actor_runs.items()}
+        self.samples.append((time.monotonic(), held, logs))
+        try:
+            st = (self.learner_run / "weights_version.json").stat()
+            if st.st_mtime_ns != self._mtime:
+                self._mtime = st.st_mtime_ns
+                v = read_json(self.learner_run / "weights_version.json")
+                if v:
+                    self.published.setdefault(int(v["version"]), st.st_mtime_ns / 1e9)
+        except OSError:
+            pass
+        return held, logs
+
+    def rate(self, which: int, actor: str | None = None, until: int | None = None) -> dict:
+        """Transitions/s of the learner's (which=1) or the actors' (2) logs over the steady
+        window: first sample above 0 to the first sample reaching ``until`` (else the last)."""
+        pts = [
+            (t, sum(d.values()) if actor is None else d[actor])
+            for t, *ds in self.samples
+            for d in [ds[which - 1]]
+        ]
+        pts = [p for p in pts if p[1] > 0]
+        if until is not None:
+            end = next((i for i, p in enumerate(pts) if p[1] >= until), len(pts) - 1)
+            pts = pts[: end + 1]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return {"per_s": None, "window_s": 0.0, "transitions": 0}
+        n, dt = pts[-1][1] - pts[0][1], pts[-1][0] - pts[0][0]
+        return {"per_s": round(n / dt, 2), "window_s": round(dt, 2), "transitions": n}
+
+    def max_backlog(self) -> dict[str, int]:
+        """Most transitions an actor had logged and the learner did not hold yet."""
+        return {
+            a: max((lg[a] - h[a] for _, h, lg in self.samples), default=0) for a in self.actor_runs
+        }
+
+
+def latency_ms(published: dict[int, float], arrivals: dict[int, float]) -> dict:
+    lat = [1e3 * (arrivals[v] - t) for v, t in published.items() if v in arrivals]
+    if not lat:
+        return {"n": 0}
+    return {
+        "n": len(lat),
+        "p50": round(float(np.percentile(lat, 50)), 2),
+        "p95": round(float(np.percentile(lat, 95)), 2),
+        "max": round(max(lat), 2),
+    }
+
+
+ACTOR_KEYS = ("env_steps", "episodes", "ticks", "tick_overruns", "max_tick_work_s",
+              "weights_loaded", "weights_version", "weights_refused", "pushed_batches",
+              "push_refused", "acked_through", "logged_transitions", "stopped_by")  # fmt: skip
+
+
+def actor_figures(res: dict | None, cfg: DistributedBenchConfig) -> dict:
+    if res is None:
+        return {"result": None}
+    out = {k: res.get(k) for k in ACTOR_KEYS}
+    out["tick_budget_s"] = cfg.tick_budget_s
+    out["overrun_fraction"] = round(res["tick_overruns"] / max(res["ticks"], 1), 4)
+    return out
+
+
+def learner_figures(res: dict | None) -> dict:
+    if res is None:
+        return {"result": None}
+    keys = ("env_steps", "updates", "weights_version", "stopped_by")
+    return {**{k: res.get(k) for k in keys}, "actors": res.get("actors")}
+
+
+def contention(kids: list[Child]) -> dict:
+    return {
+        "cpu_cores": os.cpu_count(),
+        "processes": {k.name: k.figures() for k in kids},
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+        "note": f"{len(kids)} robot-rl processes (+ this bench polling every {POLL_S} s) on "
+        f"{os.cpu_count()} cores",
+    }
+
+
+def actor_cmd(
+    cfg: DistributedBenchConfig, run: Path, addr: str, actor_id: str, seed: int, env: list[str]
+) -> list[str]:
+    return ["actor", "--run", str(run), "--learner", addr, "--actor-id", actor_id, "--seed",
+            str(seed), "--random-steps", str(cfg.random_steps), "--tick-budget-s",
+            str(cfg.tick_budget_s), *env, "--no-progress", "--json"]  # fmt: skip
+
+
+def run_e2e(
+    cfg: DistributedBenchConfig,
+    root: Path,
+    variant: str,
+    obs: str,
+    actors: int,
+    steps: int,
+    learner_extra: list[str],
+) -> dict:
+    """Learner + ``actors`` actor processes until the learner's ``steps``; see the docstring."""
+    work = root / variant
+    (work / "logs").mkdir(parents=True)
+    lrun = work / "learner"
+    env = env_args(obs, cfg.image_size)
+    largs = ["learner", "--run", str(lrun), "--bind", "127.0.0.1:0", *env, "--steps", str(steps),
+             "--eval-episodes", "0", "--no-progress", "--json", *learner_extra]  # fmt: skip
+    ids = [f"actor-{i}" for i in range(actors)]
+    watch = Watch(lrun, {a: work / a for a in ids})
+    probe = None
+    with Children(work / "logs") as kids:
+        try:
+            t0 = time.monotonic()
+            learner = kids.start("learner", largs)
+            addr = wait_for(
+                lambda: serving(lrun, learner.pid), 180, "learner serving", kids, learner
+            )
+            startup = time.monotonic() - t0
+            say(f"learner serving on {addr} after {startup:.1f} s")
+            probe = WeightsProbe(addr)
+            acts = [
+                kids.start(a, actor_cmd(cfg, work / a, addr, a, i + 1, env))
+                for i, a in enumerate(ids)
+            ]
+            deadline = time.monotonic() + cfg.run_timeout_s
+            next_say = 0.0
+            while any(a.alive() for a in acts):
+                held, logs = watch.sample(learner, *acts)
+                if time.monotonic() > next_say:
+                    say(
+                        f"{variant}: learner holds {sum(held.values())}/{steps}, actors logged "
+                        f"{sum(logs.values())}"
+                    )
+                    next_say = time.monotonic() + 10.0
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{variant}: actors still running after {cfg.run_timeout_s:.0f} s"
+                    )
+                time.sleep(POLL_S)
+            watch.sample(learner)
+            t_actors_done = time.monotonic()
+            say(f"{variant}: actors done; waiting for the learner")
+            learner_end = learner.stop(cfg.learner_exit_timeout_s)
+            watch.sample()
+            say(f"{variant}: learner {learner_end}")
+        finally:
+            if probe is not None:
+                probe.close()
+        lres = learner.result()
+        ares = {a.name: a.result() for a in acts}
+        for a in acts:
+            if ares[a.name] is None:
+                raise RuntimeError(f"{a.name} printed no result ({a.how_ended}):\n{a.tail()}")
+    stats = probe.stats if probe is not None else None
+    return {
+        "benchmark": "e2e",
+        "variant": variant,
+        "obs": obs,
+        "cameras": list(CAMERAS) if obs == "pixels" else [],
+        "image_size": cfg.image_size if obs == "pixels" else None,
+        "actors": actors,
+        "learner_args": largs[5:],
+        "transitions_per_s_into_learner": watch.rate(1, until=steps),
+        "actor_env_steps_per_s": {a: watch.rate(2, a) for a in ids},
+        "max_backlog_transitions": watch.max_backlog(),
+        "learner_startup_s": round(startup, 2),
+        "learner": {
+            **learner_figures(lres),
+            "exit": learner_end,
+            "exit_after_actors_s": round((learner.t_end or time.monotonic()) - t_actors_done, 2),
+            "last_stats": None
+            if stats is None
+            else {"updates": stats.updates, "replay_size": stats.replay_size},
+        },
+        "actor": {a: actor_figures(r, cfg) for a, r in ares.items()},
+        "weights": {
+            "published_versions_seen": len(watch.published),
+            "received_by_bench": len(probe.arrivals) if probe else 0,
+            "bytes_per_broadcast": max(probe.bytes.values(), default=None) if probe else None,
+            "latency_ms": latency_ms(watch.published, probe.arrivals if probe else {}),
+            "actor_weights_version": {a: r["weights_version"] for a, r in ares.items()},
+            "actor_weights_loaded": {a: r["weights_loaded"] for a, r in ares.items()},
+        },
+        "held_equals_logged": {a: watch.held(a) == ares[a]["logged_transitions"] for a in ids},
+        "contention": contention(kids.all),
+    }
+
+
+def log_rows(path: Path, learner_side: bool) -> dict[str, np.ndarray]:
+    """Every transition of a log in the codec's format: an actor's (its outbox) or the learner's
+    log of one actor (rows as sent, see LogSink.iter_transitions), read-only."""
+    from robot_rl.replay import EpisodeLog
+    from robot_rl.transport.outbox import LogOutbox, concat_rows, episode_transitions
+
+    elog = EpisodeLog.open(path, mode="r")
+    try:
+        if not learner_side:
+            end = LogOutbox(elog).end_seq
+            return LogOutbox(elog).read(0, end) if end else {}
+        parts = [
+            episode_transitions(
+                elog.read_episode(em.index, 0, em.length),
+                elog.layout,
+                int(em.extra["actor_episode"]),
+                int(em.extra["first_step"]),
+            )
+            for em in elog.durable_episodes()
+            if em.length
+        ]
+        return concat_rows(parts) if parts else {}
+    finally:
+        elog.close()
+
+
+def compare_logs(actor_log: Path, learner_log: Path) -> dict:
+    """The learner's copy vs the actor's log: missing / duplicated / extra rows by (episode,
+    step), and fields that differ row by row (``truncated`` apart: an episode cut by a learner
+    crash reads truncated at the learner, by design)."""
+    from robot_rl.transport.codec import EPISODE, STEP
+
+    a, lrn = log_rows(actor_log, False), log_rows(learner_log, True)
+    ka = list(zip(a[EPISODE].tolist(), a[STEP].tolist(), strict=True)) if a else []
+    kl = list(zip(lrn[EPISODE].tolist(), lrn[STEP].tolist(), strict=True)) if lrn else []
+    out: dict[str, Any] = {
+        "actor_rows": len(ka),
+        "learner_rows": len(kl),
+        "missing": len(set(ka) - set(kl)),
+        "duplicated": len(kl) - len(set(kl)),
+        "extra": len(set(kl) - set(ka)),
+    }
+    if ka == kl and ka:
+        out["fields_differing"] = sorted(
+            k for k in a if k != "truncated" and not np.array_equal(a[k], lrn[k])
+        )
+        out["truncated_flags_differing"] = int(np.sum(a["truncated"] != lrn["truncated"]))
+    out["identical"] = bool(ka == kl and not out.get("fields_differing") and not out["missing"])
+    return out
+
+
+def run_recovery(cfg: DistributedBenchConfig, root: Path) -> dict:
+    """SIGKILL the learner mid-run, restart it with --resume on the same port; see the
+    docstring."""
+    work = root / "recovery"
+    (work / "logs").mkdir(parents=True)
+    lrun, arun, aid = work / "learner", work / "actor-0", "actor-0"
+    env = env_args("state", cfg.image_size)
+    tail = ["--steps", str(cfg.recovery_steps), "--no-progress", "--json"]
+    largs = ["learner", "--run", str(lrun), "--bind", "127.0.0.1:0", *env, "--eval-episodes", "0",
+             "--learning-starts", "200", *tail]  # fmt: skip
+    watch = Watch(lrun, {aid: arun})
+    with Children(work / "logs") as kids:
+        learner = kids.start("learner", largs)
+        addr = wait_for(lambda: serving(lrun, learner.pid), 180, "learner serving", kids, learner)
+        actor = kids.start(aid, actor_cmd(cfg, arun, addr, aid, 1, env))
+        wait_for(
+            lambda: watch.sample(learner, actor)[0][aid] >= cfg.kill_after,
+            cfg.run_timeout_s,
+            f"learner holding {cfg.kill_after} transitions",
+            kids,
+            learner,
+            actor,
+        )
+        held_kill, logged_kill = (d[aid] for d in watch.sample(learner, actor))
+        version_kill = (read_json(lrun / "weights_version.json") or {}).get("version")
+        say(f"recovery: SIGKILL the learner (holds {held_kill}, actor logged {logged_kill})")
+        learner.signal(signal.SIGKILL, "SIGKILL by the bench (the crash)")
+        learner.proc.wait(30)
+        learner.alive()
+        time.sleep(cfg.away_s)  # the learner is away
+        kids.check(actor)
+        logged_restart = watch.sample(actor)[1][aid]
+        say(f"recovery: restart (actor logged {logged_restart} meanwhile)")
+        t_restart = time.monotonic()
+        learner2 = kids.start(
+            "learner-resumed", ["learner", "--run", str(lrun), "--resume", "--bind", addr, *tail]
+        )
+        marks: dict[str, float] = {}
+
+        def progress() -> bool:
+            held, logs = watch.sample(learner2, actor)
+            now = time.monotonic() - t_restart
+            if "serving" not in marks and serving(lrun, learner2.pid):
+                marks["serving"] = now
+            if "first_ack" not in marks and held[aid] > held_kill:
+                marks["first_ack"] = now
+            if "caught_up" not in marks and held[aid] >= logged_restart:
+                marks["caught_up"] = now
+            if "caught_up_live" not in marks and held[aid] >= logs[aid] and "caught_up" in marks:
+                marks["caught_up_live"] = now
+            return len(marks) == 4
+
+        wait_for(
+            progress, cfg.run_timeout_s, "the resumed learner catching up", kids, learner2, actor
+        )
+        say(f"recovery: caught up {marks['caught_up']:.1f} s after the restart; run to the end")
+        poll_until(lambda: not actor.alive() or (watch.sample(), False)[1], cfg.run_timeout_s)
+        if actor.alive():
+            raise TimeoutError(f"recovery: actor still running after {cfg.run_timeout_s:.0f} s")
+        learner_end = learner2.stop(cfg.learner_exit_timeout_s)
+        lres, ares = learner2.result(), actor.result()
+        if ares is None:
+            raise RuntimeError(f"actor printed no result ({actor.how_ended}):\n{actor.tail()}")
+        check = compare_logs(arun / "log.zarr", lrun / "actors" / aid / "log.zarr")
+    la = ((lres or {}).get("actors") or {}).get(aid, {})
+    return {
+        "benchmark": "e2e_recovery",
+        "obs": "state",
+        "actors": 1,
+        "learner_args": largs[5:],
+        "kill_after": cfg.kill_after,
+        "away_s": cfg.away_s,
+        "at_kill": {
+            "learner_held": held_kill,
+            "actor_logged": logged_kill,
+            "weights_version": version_kill,
+        },
+        "actor_logged_while_away": logged_restart - logged_kill,
+        "at_restart_actor_logged": logged_restart,
+        "restart_to_serving_s": round(marks["serving"], 2),
+        "restart_to_first_ack_s": round(marks["first_ack"], 2),
+        "restart_to_caught_up_s": round(marks["caught_up"], 2),
+        "restart_to_caught_up_live_s": round(marks["caught_up_live"], 2),
+        "reconnect_after_serving_s": round(marks["first_ack"] - marks["serving"], 2),
+        "learner": {**learner_figures(lres), "exit": learner_end},
+        "actor": actor_figures(ares, cfg),
+        "final": {
+            "learner_log_transitions": watch.held(aid),
+            "actor_logged_transitions": ares["logged_transitions"],
+            "actor_acked_through": ares["acked_through"],
+            "learner_reported_transitions": la.get("transitions"),
+            "learner_reported_acked_through_seq": la.get("acked_through_seq"),
+            "learner_reported_duplicates_dropped": la.get("duplicates_dropped"),
+            "learner_env_steps": (lres or {}).get("env_steps"),
+        },
+        "log_comparison": check,
+        "no_loss_no_duplicates": bool(
+            check["identical"] and ares["acked_through"] + 1 == ares["logged_transitions"]
+        ),
+        "contention": contention(kids.all),
+    }
+
+
+def bench_e2e(cfg: DistributedBenchConfig) -> list[dict]:
+    root = Path(cfg.e2e_dir) if cfg.e2e_dir is not None else Path(tempfile.mkdtemp(prefix="e2e-"))
+    root.mkdir(parents=True, exist_ok=True)
+    idle = [*SMALL_SAC, "--learning-starts", "100000"]
+    runs: list[tuple[str, Callable[[], dict]]] = [
+        (
+            "pixels_idle_learner",
+            lambda: run_e2e(cfg, root, "pixels_idle_learner", "pixels", 1, cfg.pixel_steps, idle),
+        ),
+        (
+            "pixels_idle_learner_2_actors",
+            lambda: run_e2e(
+                cfg, root, "pixels_idle_learner_2_actors", "pixels", 2, cfg.pixel_steps, idle
+            ),
+        ),
+        (
+            "pixels_learning",
+            lambda: run_e2e(
+                cfg,
+                root,
+                "pixels_learning",
+                "pixels",
+                1,
+                cfg.pixel_learning_steps,
+                [*SMALL_SAC, "--learning-starts", "100", "--publish-every-updates", "5"],
+            ),
+        ),
+        (
+            "state_learning",
+            lambda: run_e2e(
+                cfg,
+                root,
+                "state_learning",
+                "state",
+                1,
+                cfg.state_steps,
+                ["--learning-starts", "200"],
+            ),
+        ),
+        ("recovery", lambda: run_recovery(cfg, root)),
+    ]
+    results = []
+    try:
+        for name, run in runs:
+            say(f"--- {name}")
+            t0 = time.monotonic()
+            try:
+                r = run()
+            except Exception as e:  # one failed run is reported, the others still run
+                say(f"{name} failed: {e}")
+                r = {"benchmark": "e2e", "variant": name, "error": f"{type(e).__name__}: {e}"}
+            r["bench_wall_s"] = round(time.monotonic() - t0, 1)
+            results.append(r)
+    finally:
+        if cfg.e2e_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the children are killed on the way out."""
+
+    def handle(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handle)
+
+
 def main(argv: list[str] | None = None) -> int:
     from robot_rl.cli.main import configure_headless_gl
 
@@ -241,14 +943,19 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = tyro.cli(DistributedBenchConfig, args=argv)
     config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    frames = twin_frames(cfg)
-    results = [
-        bench_transitions(cfg, 1, frames, compress=True),
-        bench_transitions(cfg, 1, frames, compress=False),
-        bench_transitions(cfg, 2, frames, compress=True),
-        bench_weights(cfg, "state"),
-        bench_weights(cfg, "pixels"),
-    ]
+    results = []
+    if cfg.part in ("transport", "all"):
+        frames = twin_frames(cfg)
+        results += [
+            bench_transitions(cfg, 1, frames, compress=True),
+            bench_transitions(cfg, 1, frames, compress=False),
+            bench_transitions(cfg, 2, frames, compress=True),
+            bench_weights(cfg, "state"),
+            bench_weights(cfg, "pixels"),
+        ]
+    if cfg.part in ("e2e", "all"):
+        _exit_on_sigterm()
+        results += bench_e2e(cfg)
     lines = [json.dumps({**r, "config": config, "machine": machine_info()}) for r in results]
     for line in lines:
         print(line, flush=True)

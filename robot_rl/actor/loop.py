@@ -47,6 +47,7 @@ import numpy as np
 
 from robot_rl.actor.policy import ActingPolicy
 from robot_rl.core import keys
+from robot_rl.core.clock import RateClock
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.learner.evaluate import ActionMap, success_of
 from robot_rl.replay import EpisodeLog, ObsAdapter
@@ -71,6 +72,9 @@ class LearnerLink(Protocol):
     @property
     def run_state(self) -> str: ...
 
+    @property
+    def fatal_error(self) -> Exception | None: ...
+
     def push(self, first_seq: int, steps: Mapping[str, np.ndarray]) -> bool: ...
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None: ...
@@ -94,6 +98,10 @@ class ActorConfig:
     """Most transitions per pushed batch."""
     tick_budget_s: float = 0.1
     """Actor work per step (outside env.step) above this is a tick overrun, seconds."""
+    control_hz: float | None = None
+    """Pace the loop at this rate on the wall clock (an unpaced twin acting like a robot at its
+    control rate; ticks that start late are counted as ``late_ticks``). None: as fast as the env
+    steps (a real robot, or a realtime twin, paces itself)."""
     drain_timeout_s: float = 30.0
     """At the end, wait this long for the learner to acknowledge the rest of the log, seconds."""
     pause_poll_s: float = 0.05
@@ -106,6 +114,8 @@ class ActorConfig:
             raise ValueError("random_steps and weights_every_steps must be >= 0")
         if self.push_batch_steps < 1:
             raise ValueError(f"push_batch_steps must be >= 1, got {self.push_batch_steps}")
+        if self.control_hz is not None and self.control_hz <= 0:
+            raise ValueError(f"control_hz must be > 0 or None, got {self.control_hz}")
         if min(self.tick_budget_s, self.pause_poll_s) <= 0 or self.drain_timeout_s < 0:
             raise ValueError("tick_budget_s and pause_poll_s must be > 0, drain_timeout_s >= 0")
 
@@ -119,6 +129,7 @@ class ActorStats:
     ticks: int = 0
     tick_overruns: int = 0
     max_tick_work_s: float = 0.0
+    late_ticks: int = 0
     weights_loaded: int = 0
     weights_version: int = 0
     weights_refused: int = 0
@@ -172,6 +183,7 @@ class Actor:
         self.stats.env_steps = int(sum(e.length for e in online))
         self.stats.episodes = len(online)
         self._stop_request = ""
+        self.pace = RateClock(cfg.control_hz) if cfg.control_hz is not None else None
 
     def request_stop(self, reason: str = "signal") -> None:
         """End the current episode and the run at the next step (e.g. from a signal handler)."""
@@ -204,6 +216,10 @@ class Actor:
                 state = self.link.run_state
                 if self._stop_request:
                     st.stopped_by = self._stop_request
+                    break
+                if self.link.fatal_error is not None:
+                    st.stopped_by = "refused"
+                    log.error("the learner refused this actor: %s", self.link.fatal_error)
                     break
                 if state == "stopped":
                     st.stopped_by = "learner"
@@ -260,6 +276,9 @@ class Actor:
         st.env_steps += 1
         self._pump()
         self._tick(time.monotonic() - t0 - env_s)
+        if self.pace is not None:
+            self.pace.tick()
+            st.late_ticks = self.pace.overruns
         return obs, float(reward), bool(terminated or truncated), info
 
     def _tick(self, work_s: float) -> None:

@@ -208,6 +208,9 @@ class ActorCmdConfig:
     """Also load new weights mid-episode every this many steps (0: between episodes only)."""
     tick_budget_s: float = 0.1
     """Actor work per step above this is logged as a tick overrun, seconds."""
+    control_hz: float | None = None
+    """Pace the direct twin at this rate, like a robot (None: as fast as it steps; a --setup
+    env paces itself)."""
     connect_timeout_s: float = 60.0
     """First start: how long to wait for the learner's policy settings, seconds."""
     drain_timeout_s: float = 30.0
@@ -268,6 +271,7 @@ class ActorCmdConfig:
             random_steps=self.random_steps,
             weights_every_steps=self.weights_every_steps,
             tick_budget_s=self.tick_budget_s,
+            control_hz=self.control_hz,
             drain_timeout_s=self.drain_timeout_s,
         )
 
@@ -449,6 +453,8 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
 
 def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
     """The learner's policy settings: from its Hello (saved), else the saved ones."""
+    from robot_rl.transport.client import LearnerError
+
     path = cmd.run / POLICY_JSON
     deadline = time.monotonic() + (cmd.connect_timeout_s if not path.exists() else 5.0)
     while time.monotonic() < deadline:
@@ -462,7 +468,10 @@ def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
             tmp.write_text(client.policy_json)
             tmp.replace(path)
             break
-        client.wait_connected(timeout_s=0.2)
+        try:
+            client.wait_connected(timeout_s=0.2)
+        except LearnerError as e:
+            raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
     if not path.exists():
         raise TimeoutError(
             f"no learner answered at {cmd.learner} within {cmd.connect_timeout_s} s, and "

@@ -272,6 +272,8 @@ class RemoteLearner:
             "run_dir": str(self.run_dir),
             "env_steps": st.env_steps,
             "updates": st.updates,
+            "replay_size": len(self.online),
+            "demo_buffer_size": 0 if self.demo_buffer is None else len(self.demo_buffer),
             "weights_version": self.version,
             "stopped_by": self._stop_reason,
             "final_eval": last,
@@ -304,7 +306,7 @@ class RemoteLearner:
         deadline = time.monotonic() + self.remote.stop_grace_s
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
-            if self._drain_rows(wait_s=0.1):
+            if self._drain_rows(wait_s=0.1, max_batches=1 << 30):
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since > 1.0:
                 break
@@ -315,19 +317,21 @@ class RemoteLearner:
         """LogSink hook (a server thread): the rows are durable; hand them to the loop."""
         self._rows.put((actor_id, steps))
 
-    def _drain_rows(self, wait_s: float) -> int:
-        """Move received rows into the buffers; returns how many."""
+    def _drain_rows(self, wait_s: float, max_batches: int = 4) -> int:
+        """Move up to ``max_batches`` received batches into the buffers (waiting up to
+        ``wait_s`` for the first); returns how many rows. Bounded, so that fast actors cannot
+        starve the updates."""
         n = 0
-        while True:
+        for k in range(max_batches):
             try:
-                actor_id, steps = (
-                    self._rows.get(timeout=wait_s)
-                    if wait_s > 0 and n == 0
-                    else (self._rows.get_nowait())
-                )
+                if k == 0 and wait_s > 0:
+                    actor_id, steps = self._rows.get(timeout=wait_s)
+                else:
+                    actor_id, steps = self._rows.get_nowait()
             except queue.Empty:
-                return n
+                break
             n += self._route(actor_id, steps)
+        return n
 
     def _route(self, actor_id: str, steps: Mapping[str, np.ndarray]) -> int:
         router, last_ep = self._routers.get(actor_id, (None, -1))
