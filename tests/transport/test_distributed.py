@@ -57,9 +57,8 @@ def procs():
 def test_two_actors_feed_one_learner_and_it_learns(tmp_path, procs):
     demos = tmp_path / "demos.zarr"
     env = LearnerEnvConfig(task="reach", obs="state")
-    assert run_collect(CollectConfig(env=env, out=demos, episodes=10), progress=False)[
-        "episodes_written"
-    ] == 10
+    got = run_collect(CollectConfig(env=env, out=demos, episodes=10), progress=False)
+    assert got["episodes_written"] == 10
     run = tmp_path / "learner"
     learner = start(
         tmp_path, "learner", "learner", "--run", str(run), *REACH, "--demos", str(demos),
