@@ -107,6 +107,19 @@ class DistributedBenchConfig:
     learner_exit_timeout_s: float = 20.0
     """e2e: after the actors ended, wait this long for the learner to exit, then SIGTERM (and
     SIGKILL 10 s later), seconds."""
+    pixel_buffer_capacity: int = 20_000
+    """e2e: the pixel learners' replay capacity. The learner CLI has no flag for it and its
+    default (1M transitions, plus as many for interventions) is one 50 GiB array per 128 x 128
+    camera, which this machine refuses; the bench then starts the learner through a wrapper
+    that sets it (see LEARNER_WRAPPER) and reports that it did."""
+    e2e_runs: tuple[str, ...] = (
+        "pixels_idle_learner",
+        "pixels_idle_learner_2_actors",
+        "pixels_learning",
+        "state_learning",
+        "recovery",
+    )
+    """e2e: which runs, in order."""
     e2e_dir: Path | None = None
     """e2e: keep the run directories here (None: a temporary directory, removed afterwards)."""
     out: Path | None = None
@@ -291,6 +304,16 @@ def bench_weights(cfg: DistributedBenchConfig, obs: str) -> dict:
 # -- end to end: real learner and actor processes ----------------------------------------------
 
 POLL_S = 0.1
+LEARNER_WRAPPER = """import dataclasses, sys
+from robot_rl.cli import distributed as d
+capacity, train_config = int(sys.argv.pop(1)), d.LearnerCmdConfig.train_config
+d.LearnerCmdConfig.train_config = lambda self: dataclasses.replace(
+    train_config(self), buffer_capacity=capacity)
+from robot_rl.cli.main import main
+sys.exit(main())
+"""
+"""``python -c LEARNER_WRAPPER CAPACITY learner ...``: the learner CLI with another replay capacity
+(it has no flag for it)."""
 SMALL_SAC = ("--sac.hidden-dims", "64", "64", "--batch-size", "64")
 
 
@@ -311,13 +334,13 @@ class Child:
     """One ``robot-rl`` subprocess (own session: a Ctrl-C here does not reach it; the bench kills
     it by pid), its stdout / stderr in files, its CPU time sampled from /proc."""
 
-    def __init__(self, name: str, args: list[str], logs: Path) -> None:
+    def __init__(self, name: str, args: list[str], logs: Path, python_args: list[str]) -> None:
         self.name = name
         self.out_path, self.err_path = logs / f"{name}.out", logs / f"{name}.err"
         env = {**os.environ, "MUJOCO_GL": "osmesa", "PYTHONUNBUFFERED": "1"}
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "robot_rl.cli.main", *args],
+                [sys.executable, *python_args, *args],
                 stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True,
             )  # fmt: skip
@@ -390,9 +413,15 @@ class Children:
         self.logs = logs
         self.all: list[Child] = []
 
-    def start(self, name: str, args: list[str]) -> Child:
-        say(f"start {name}: robot-rl {' '.join(args)}")
-        child = Child(name, args, self.logs)
+    def start(self, name: str, args: list[str], buffer_capacity: int | None = None) -> Child:
+        """``robot-rl *args`` (``python -m robot_rl.cli.main``); with ``buffer_capacity``, a
+        learner whose TrainConfig.buffer_capacity is set through LEARNER_WRAPPER."""
+        python_args = ["-m", "robot_rl.cli.main"]
+        if buffer_capacity is not None:
+            python_args = ["-c", LEARNER_WRAPPER, str(buffer_capacity)]
+        say(f"start {name}: robot-rl {' '.join(args)}" + (
+            f" (buffer_capacity={buffer_capacity} via LEARNER_WRAPPER)" if buffer_capacity else ""))
+        child = Child(name, args, self.logs, python_args)
         self.all.append(child)
         return child
 
@@ -556,6 +585,14 @@ class Watch:
         n, dt = pts[-1][1] - pts[0][1], pts[-1][0] - pts[0][0]
         return {"per_s": round(n / dt, 2), "window_s": round(dt, 2), "transitions": n}
 
+    def timeline(self, t0: float, every_s: float = 1.0) -> list[list]:
+        """[seconds since t0, learner held, actors logged] about every ``every_s``."""
+        out: list[list] = []
+        for t, held, logs in self.samples:
+            if not out or t - t0 >= out[-1][0] + every_s:
+                out.append([round(t - t0, 1), sum(held.values()), sum(logs.values())])
+        return out
+
     def max_backlog(self) -> dict[str, int]:
         """Most transitions an actor had logged and the learner did not hold yet."""
         return {
@@ -686,7 +723,9 @@ def run_e2e(
         "actors": actors,
         "learner_args": largs[5:],
         "transitions_per_s_into_learner": watch.rate(1, until=steps),
-        "actor_env_steps_per_s": {a: watch.rate(2, a) for a in ids},
+        "actor_env_steps_per_s": {
+            a: watch.rate(2, a, until=r["logged_transitions"]) for a, r in ares.items()
+        },
         "max_backlog_transitions": watch.max_backlog(),
         "learner_startup_s": round(startup, 2),
         "learner": {

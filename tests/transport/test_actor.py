@@ -1,0 +1,132 @@
+"""The actor side: policy snapshots (what the learner sends) and the actor loop's run control,
+against a real LearnerServer + LogSink on 127.0.0.1 and the twin."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from polling import poll_until
+
+from policies.config import SACConfig
+from policies.sac import SACAgent
+from robot_rl.actor.loop import Actor, ActorConfig
+from robot_rl.actor.policy import ActingPolicy, policy_snapshot
+from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.cli.factory import make_env_from_setup
+from robot_rl.core.batch import ObsLayout
+from robot_rl.learner.evaluate import ActionMap
+from robot_rl.learner.normalize import StateNormalizer
+from robot_rl.replay import EpisodeLog, ObsAdapter
+from robot_rl.transport.client import LearnerClient, LearnerClientConfig
+from robot_rl.transport.codec import PayloadError, layout_fingerprint
+from robot_rl.transport.log_sink import LogSink
+from robot_rl.transport.server import LearnerServer, LearnerServerConfig
+
+LAYOUT = ObsLayout(state_dim=6, images={})
+SAC = SACConfig(hidden_dims=(32, 32))
+
+
+def _obs(rng: np.random.Generator) -> dict:
+    return {"state": rng.normal(size=6).astype(np.float32)}
+
+
+def test_a_snapshot_makes_the_actor_act_as_the_learner():
+    learner = SACAgent(LAYOUT, 3, SAC, seed=1)
+    norm = StateNormalizer(np.full(6, 0.5), np.full(6, 2.0))
+    policy = ActingPolicy(SACAgent(LAYOUT, 3, SAC, seed=2), LAYOUT, True, seed=0)
+    rng = np.random.default_rng(0)
+    o = _obs(rng)
+    before = policy.act(o, deterministic=True)
+    policy.load(7, policy_snapshot(learner, LAYOUT, norm, True))
+    assert policy.version == 7
+    np.testing.assert_allclose(policy.act(o, deterministic=True), learner.act(norm.obs(o), True))
+    assert not np.allclose(before, policy.act(o, deterministic=True))
+    # critics never travel: only what act() reads
+    assert not any(k.startswith("critic") for k in policy_snapshot(learner, LAYOUT, norm, True))
+
+
+def test_an_unfitted_normaliser_means_raw_state():
+    learner = SACAgent(LAYOUT, 3, SAC, seed=1)
+    policy = ActingPolicy(SACAgent(LAYOUT, 3, SAC, seed=2), LAYOUT, True, seed=0)
+    policy.load(1, policy_snapshot(learner, LAYOUT, None, True))
+    assert policy.norm is None
+    o = _obs(np.random.default_rng(1))
+    np.testing.assert_allclose(policy.act(o, deterministic=True), learner.act(o, True))
+
+
+def test_a_snapshot_of_another_policy_is_refused_and_nothing_changes():
+    other = SACAgent(LAYOUT, 3, SACConfig(hidden_dims=(16, 16)), seed=1)
+    policy = ActingPolicy(SACAgent(LAYOUT, 3, SAC, seed=2), LAYOUT, True, seed=0)
+    o = _obs(np.random.default_rng(2))
+    before = policy.act(o, deterministic=True)
+    with pytest.raises(PayloadError, match="policy has"):
+        policy.load(3, policy_snapshot(other, LAYOUT, None, True))
+    assert policy.version == 0
+    np.testing.assert_array_equal(policy.act(o, deterministic=True), before)
+    wrong_norm = policy_snapshot(SACAgent(LAYOUT, 3, SAC, seed=3), LAYOUT, None, True)
+    wrong_norm["obs_norm.fitted"] = torch.tensor(1, dtype=torch.uint8)
+    wrong_norm["obs_norm.mean"] = torch.zeros(5)
+    with pytest.raises(PayloadError, match="obs_norm"):
+        policy.load(4, wrong_norm)
+    assert policy.version == 0
+
+
+def test_snapshot_survives_a_restart_on_disk(tmp_path):
+    learner = SACAgent(LAYOUT, 3, SAC, seed=1)
+    norm = StateNormalizer(np.zeros(6), np.full(6, 3.0))
+    a = ActingPolicy(SACAgent(LAYOUT, 3, SAC, seed=2), LAYOUT, True, seed=0)
+    a.load(5, policy_snapshot(learner, LAYOUT, norm, True))
+    a.save(tmp_path / "w.safetensors")
+    b = ActingPolicy(SACAgent(LAYOUT, 3, SAC, seed=9), LAYOUT, True, seed=0)
+    assert b.restore(tmp_path / "w.safetensors") and b.version == 5
+    o = _obs(np.random.default_rng(3))
+    np.testing.assert_array_equal(b.act(o, True), a.act(o, True))
+    assert not ActingPolicy(learner, LAYOUT, True, 0).restore(tmp_path / "missing.safetensors")
+
+
+def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tmp_path):
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
+    layout = ObsAdapter(env.observation_space).layout
+    adim = ActionMap(env.action_space).dim
+    sink = LogSink(tmp_path / "learner", layout, adim)
+    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id="arm"),
+        layout_fingerprint(layout, adim),
+    )
+    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
+    actor = Actor(env, policy, tmp_path / "arm", client, ActorConfig(control_hz=100.0))
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(stats=actor.run()), daemon=True)
+    try:
+        learner = SACAgent(layout, adim, SAC, seed=5)
+        server.publish_weights(1, policy_snapshot(learner, layout, None, True))
+        thread.start()
+        assert poll_until(lambda: actor.stats.env_steps >= 30, 60)
+        server.control("PAUSE", "test")
+        assert poll_until(lambda: actor.stats.paused_s > 0.3, 30)
+        paused_at = actor.stats.env_steps
+        assert poll_until(lambda: actor.stats.paused_s > 0.8, 30)
+        assert actor.stats.env_steps == paused_at  # held still while paused
+        server.control("RESUME")
+        assert poll_until(lambda: actor.stats.env_steps >= paused_at + 20, 60)
+        assert policy.version == 1  # loaded between episodes (at the latest after the pause)
+        server.control("STOP", "test over")
+        thread.join(60)
+        assert not thread.is_alive()
+        st = out["stats"]
+        assert st.stopped_by == "learner"
+        assert st.acked_through == st.logged_transitions - 1 == sink.acked_through("arm")
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+        env.close()
+        backend.close()
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
+        ended_by = [e.extra.get("ended_by") for e in elog.episodes]
+    assert "pause" in ended_by  # the pause closed the running episode
+    assert all(e.extra.get("ended_by") != "pause" or e.length > 0 for e in elog.episodes)
