@@ -46,6 +46,7 @@ contend for them; each object reports the processes' CPU use (``contention``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -419,8 +420,14 @@ class Children:
         python_args = ["-m", "robot_rl.cli.main"]
         if buffer_capacity is not None:
             python_args = ["-c", LEARNER_WRAPPER, str(buffer_capacity)]
-        say(f"start {name}: robot-rl {' '.join(args)}" + (
-            f" (buffer_capacity={buffer_capacity} via LEARNER_WRAPPER)" if buffer_capacity else ""))
+        say(
+            f"start {name}: robot-rl {' '.join(args)}"
+            + (
+                f" (buffer_capacity={buffer_capacity} via LEARNER_WRAPPER)"
+                if buffer_capacity
+                else ""
+            )
+        )
         child = Child(name, args, self.logs, python_args)
         self.all.append(child)
         return child
@@ -651,6 +658,34 @@ def actor_cmd(
             str(cfg.tick_budget_s), *env, "--no-progress", "--json"]  # fmt: skip
 
 
+def pixel_capacity(cfg: DistributedBenchConfig, obs: str) -> tuple[list[str], int | None, dict]:
+    """(learner flags, wrapper capacity, report) for the pixel learners' replay capacity."""
+    from robot_rl.cli.distributed import LearnerCmdConfig
+
+    if obs != "pixels":
+        return [], None, {"value": "default"}
+    n = cfg.pixel_buffer_capacity
+    if "buffer_capacity" in {f.name for f in dataclasses.fields(LearnerCmdConfig)}:
+        return ["--buffer-capacity", str(n)], None, {"value": n, "set_by": "--buffer-capacity"}
+    return [], n, {"value": n, "set_by": "LEARNER_WRAPPER (the learner CLI has no flag)"}
+
+
+def code_state() -> dict:
+    """HEAD and the files modified in robot_rl/ (the processes run the working tree)."""
+
+    def git(*args: str) -> str:
+        root = Path(__file__).resolve().parent.parent
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    modified = [s[3:] for s in git("status", "--porcelain", "robot_rl").splitlines()]
+    return {"commit": git("rev-parse", "--short", "HEAD"), "robot_rl_modified": modified}
+
+
 def run_e2e(
     cfg: DistributedBenchConfig,
     root: Path,
@@ -665,15 +700,17 @@ def run_e2e(
     (work / "logs").mkdir(parents=True)
     lrun = work / "learner"
     env = env_args(obs, cfg.image_size)
+    cap_args, cap_wrapper, cap_report = pixel_capacity(cfg, obs)
     largs = ["learner", "--run", str(lrun), "--bind", "127.0.0.1:0", *env, "--steps", str(steps),
-             "--eval-episodes", "0", "--no-progress", "--json", *learner_extra]  # fmt: skip
+             "--eval-episodes", "0", "--no-progress", "--json", *learner_extra,
+             *cap_args]  # fmt: skip
     ids = [f"actor-{i}" for i in range(actors)]
     watch = Watch(lrun, {a: work / a for a in ids})
     probe = None
     with Children(work / "logs") as kids:
         try:
             t0 = time.monotonic()
-            learner = kids.start("learner", largs)
+            learner = kids.start("learner", largs, cap_wrapper)
             addr = wait_for(
                 lambda: serving(lrun, learner.pid), 180, "learner serving", kids, learner
             )
@@ -728,6 +765,7 @@ def run_e2e(
         },
         "max_backlog_transitions": watch.max_backlog(),
         "learner_startup_s": round(startup, 2),
+        "learner_buffer_capacity": cap_report,
         "learner": {
             **learner_figures(lres),
             "exit": learner_end,
@@ -746,7 +784,9 @@ def run_e2e(
             "actor_weights_loaded": {a: r["weights_loaded"] for a, r in ares.items()},
         },
         "held_equals_logged": {a: watch.held(a) == ares[a]["logged_transitions"] for a in ids},
+        "timeline_s_held_logged": watch.timeline(t0),
         "contention": contention(kids.all),
+        "code": code_state(),
     }
 
 
@@ -897,54 +937,35 @@ def run_recovery(cfg: DistributedBenchConfig, root: Path) -> dict:
             "learner_env_steps": (lres or {}).get("env_steps"),
         },
         "log_comparison": check,
+        "timeline_s_held_logged": watch.timeline(t_restart),
         "no_loss_no_duplicates": bool(
             check["identical"] and ares["acked_through"] + 1 == ares["logged_transitions"]
         ),
         "contention": contention(kids.all),
+        "code": code_state(),
     }
 
 
 def bench_e2e(cfg: DistributedBenchConfig) -> list[dict]:
+    """The e2e runs named in ``cfg.e2e_runs``; a run that fails is reported as an error."""
     root = Path(cfg.e2e_dir) if cfg.e2e_dir is not None else Path(tempfile.mkdtemp(prefix="e2e-"))
     root.mkdir(parents=True, exist_ok=True)
     idle = [*SMALL_SAC, "--learning-starts", "100000"]
+    learning = [*SMALL_SAC, "--learning-starts", "100", "--publish-every-updates", "5"]
+    table: dict[str, tuple] = {  # variant -> (obs, actors, learner --steps, learner flags)
+        "pixels_idle_learner": ("pixels", 1, cfg.pixel_steps, idle),
+        "pixels_idle_learner_2_actors": ("pixels", 2, cfg.pixel_steps, idle),
+        "pixels_learning": ("pixels", 1, cfg.pixel_learning_steps, learning),
+        "state_learning": ("state", 1, cfg.state_steps, ["--learning-starts", "200"]),
+    }
+    unknown = set(cfg.e2e_runs) - {*table, "recovery"}
+    if unknown:
+        raise ValueError(f"e2e_runs: unknown {sorted(unknown)}; use {[*table, 'recovery']}")
     runs: list[tuple[str, Callable[[], dict]]] = [
-        (
-            "pixels_idle_learner",
-            lambda: run_e2e(cfg, root, "pixels_idle_learner", "pixels", 1, cfg.pixel_steps, idle),
-        ),
-        (
-            "pixels_idle_learner_2_actors",
-            lambda: run_e2e(
-                cfg, root, "pixels_idle_learner_2_actors", "pixels", 2, cfg.pixel_steps, idle
-            ),
-        ),
-        (
-            "pixels_learning",
-            lambda: run_e2e(
-                cfg,
-                root,
-                "pixels_learning",
-                "pixels",
-                1,
-                cfg.pixel_learning_steps,
-                [*SMALL_SAC, "--learning-starts", "100", "--publish-every-updates", "5"],
-            ),
-        ),
-        (
-            "state_learning",
-            lambda: run_e2e(
-                cfg,
-                root,
-                "state_learning",
-                "state",
-                1,
-                cfg.state_steps,
-                ["--learning-starts", "200"],
-            ),
-        ),
-        ("recovery", lambda: run_recovery(cfg, root)),
-    ]
+        (name, (lambda: run_recovery(cfg, root)) if name == "recovery"
+         else (lambda name=name: run_e2e(cfg, root, name, *table[name])))
+        for name in cfg.e2e_runs
+    ]  # fmt: skip
     results = []
     try:
         for name, run in runs:
