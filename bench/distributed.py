@@ -13,40 +13,48 @@ without the actor loop and the learner's updates. Per benchmark:
   ``publish_weights`` to the client's callback, p50 / p95.
 
 ``--part e2e`` runs real processes (``python -m robot_rl.cli.main learner ...`` and ``actor
-...``, MuJoCo twin, MUJOCO_GL=osmesa) in a temporary directory and watches them from outside: the
-commit records of the logs (``log.zarr/commit``: the actor's logged transitions, and the
-learner's per-actor log, i.e. what it acknowledged), ``weights_version.json``, ``server.json``,
-/proc CPU times, and a weights subscriber of its own (Subscribe without Hello, so it is not an
-actor). Per benchmark (one JSON object each):
+...``, MuJoCo twin, MUJOCO_GL=osmesa, unpaced actors: the twin steps as fast as it can) in a
+temporary directory and watches them from outside: the commit records of the logs
+(``log.zarr/commit``: what each actor logged, and the learner's per-actor log, i.e. what it
+acknowledged), ``weights_version.json``, ``server.json``, /proc CPU times, and a weights
+subscriber of its own (Subscribe without Hello, so it is not an actor). One JSON object per run
+(``--e2e-runs``):
 
 - ``e2e`` ``pixels_idle_learner`` / ``pixels_idle_learner_2_actors``: two 128 x 128 cameras,
   learner with ``--learning-starts`` above the budget (no updates: transport, logging and the
   actors' rendering alone), one then two actors: transitions/s into the learner (steady window,
   from the learner's log), each actor's env steps/s, backlog, ticks;
 - ``e2e`` ``pixels_learning``: the same with a learner that updates (small networks, batch 64):
-  ingest and actor tick overruns while the learner is busy on pixels; the learner then owes
-  one update per received step (it pays them after STOP), so the bench stops it after
-  ``--learner-exit-timeout-s`` (SIGTERM, then SIGKILL) and says so;
+  ingest and actor tick overruns while the learner is busy on pixels. The learner owes one
+  update per received step and pays them after STOP (not interruptible), so the bench stops it
+  after ``--learner-exit-timeout-s`` (SIGTERM, then SIGKILL) and says so (``learner.exit``);
 - ``e2e`` ``state_learning``: state obs, learner updating from ``--learning-starts 200`` with the
-  default networks: actor tick overruns and max_tick_work_s while the learner is busy, weights
-  versions loaded by the actor, broadcast latency (``weights_version.json`` written -> this
-  bench's subscriber received the message; excludes encoding);
+  default networks: actor tick overruns and max_tick_work_s while the learner is busy;
+- every ``e2e`` run reports the weights: versions the actors loaded, bytes, and a broadcast
+  latency from ``weights_version.json``'s mtime (written just after ``publish_weights`` returns)
+  to this bench's subscriber receiving it; it excludes encoding and can be slightly negative;
+  ``first_step_policy_version`` > 0 means the actor never acted before weights arrived;
 - ``e2e_recovery``: state obs, one actor; once the learner acknowledged ``--kill-after``
   transitions it is SIGKILLed, restarted ``--away-s`` later with ``--resume`` on the same port:
-  time from the restart to serving, to the first new acknowledgement, and until the learner holds
-  everything the actor had logged at the restart; at the end the learner's log of that actor is
-  compared row by row with the actor's log (no transition lost or duplicated).
+  time from the restart to serving, to the first new acknowledgement, until the learner holds
+  everything the actor had logged at the restart (``caught_up``) and what it logs now
+  (``caught_up_live``); at the end the learner's log of that actor is compared row by row with
+  the actor's log (no transition lost or duplicated; ``truncated`` differs where the crash cut an
+  episode, by design).
+
+Pixel learners: the default replay capacity (1M transitions) needs a 50 GiB array per
+128 x 128 camera, which a 23 GB machine refuses; the bench passes ``--buffer-capacity
+--pixel-buffer-capacity``.
 
 The machine has 2 cores: a learner and one or two actors (plus this bench, mostly asleep)
-contend for them; each object reports the processes' CPU use (``contention``).
+contend for them; each object reports the processes' CPU use (``contention``) and a timeline.
 
     python bench/distributed.py                   # transport, about a minute
-    python bench/distributed.py --part e2e --out bench/results/distributed_e2e.jsonl  # ~6 min
+    python bench/distributed.py --part e2e --out bench/results/distributed_e2e.jsonl  # ~5 min
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -87,15 +95,15 @@ class DistributedBenchConfig:
     """Weights broadcasts timed per policy."""
     part: Literal["transport", "e2e", "all"] = "transport"
     """transport: in-process transport benchmarks; e2e: real learner and actor processes."""
-    pixel_steps: int = 600
+    pixel_steps: int = 1500
     """e2e: the learner's --steps (all actors together) of the pixel runs without updates."""
-    pixel_learning_steps: int = 400
+    pixel_learning_steps: int = 1000
     """e2e: the learner's --steps of the pixel run with updates."""
     state_steps: int = 1500
     """e2e: the learner's --steps of the state run with updates."""
-    recovery_steps: int = 1500
+    recovery_steps: int = 2000
     """e2e_recovery: the learner's --steps (over the restart)."""
-    kill_after: int = 300
+    kill_after: int = 500
     """e2e_recovery: SIGKILL the learner once it acknowledged this many transitions."""
     away_s: float = 3.0
     """e2e_recovery: seconds between the SIGKILL and the restart."""
@@ -109,10 +117,8 @@ class DistributedBenchConfig:
     """e2e: after the actors ended, wait this long for the learner to exit, then SIGTERM (and
     SIGKILL 10 s later), seconds."""
     pixel_buffer_capacity: int = 20_000
-    """e2e: the pixel learners' replay capacity. The learner CLI has no flag for it and its
-    default (1M transitions, plus as many for interventions) is one 50 GiB array per 128 x 128
-    camera, which this machine refuses; the bench then starts the learner through a wrapper
-    that sets it (see LEARNER_WRAPPER) and reports that it did."""
+    """e2e: the pixel learners' --buffer-capacity (the default 1M transitions, plus as many for
+    interventions, is one 50 GiB array per 128 x 128 camera, which this machine refuses)."""
     e2e_runs: tuple[str, ...] = (
         "pixels_idle_learner",
         "pixels_idle_learner_2_actors",
@@ -305,16 +311,6 @@ def bench_weights(cfg: DistributedBenchConfig, obs: str) -> dict:
 # -- end to end: real learner and actor processes ----------------------------------------------
 
 POLL_S = 0.1
-LEARNER_WRAPPER = """import dataclasses, sys
-from robot_rl.cli import distributed as d
-capacity, train_config = int(sys.argv.pop(1)), d.LearnerCmdConfig.train_config
-d.LearnerCmdConfig.train_config = lambda self: dataclasses.replace(
-    train_config(self), buffer_capacity=capacity)
-from robot_rl.cli.main import main
-sys.exit(main())
-"""
-"""``python -c LEARNER_WRAPPER CAPACITY learner ...``: the learner CLI with another replay capacity
-(it has no flag for it)."""
 SMALL_SAC = ("--sac.hidden-dims", "64", "64", "--batch-size", "64")
 
 
@@ -348,7 +344,7 @@ class Child:
         self.t0 = time.monotonic()
         self.t_end: float | None = None
         self.cpu_s = 0.0
-        self.how_ended = ""
+        self.signals: list[str] = []  # sent by the bench, in order
 
     @property
     def pid(self) -> int:
@@ -367,12 +363,21 @@ class Child:
         if self.proc.poll() is None:
             return True
         self.t_end = time.monotonic()
-        self.how_ended = self.how_ended or f"exit {self.proc.returncode}"
         return False
 
-    def signal(self, sig: int, why: str) -> None:
+    @property
+    def how_ended(self) -> str:
+        """ "exit N" or "killed by SIGx", and the signals the bench sent."""
+        rc = self.proc.returncode
+        ended = (
+            "running" if rc is None
+            else f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}"
+        )  # fmt: skip
+        return f"{ended}; the bench sent {' then '.join(self.signals)}" if self.signals else ended
+
+    def signal(self, sig: int) -> None:
         if self.alive():
-            self.how_ended = why
+            self.signals.append(signal.Signals(sig).name)
             self.proc.send_signal(sig)
 
     def stop(self, term_after_s: float, kill_after_s: float = 10.0) -> str:
@@ -384,7 +389,7 @@ class Child:
         ):
             if sig is not None:
                 say(f"{self.name} still running: {signal.Signals(sig).name}")
-                self.signal(sig, f"{signal.Signals(sig).name} by the bench")
+                self.signal(sig)
             if poll_until(lambda: not self.alive(), wait_s):
                 break
         return self.how_ended
@@ -415,19 +420,9 @@ class Children:
         self.all: list[Child] = []
 
     def start(self, name: str, args: list[str], buffer_capacity: int | None = None) -> Child:
-        """``robot-rl *args`` (``python -m robot_rl.cli.main``); with ``buffer_capacity``, a
-        learner whose TrainConfig.buffer_capacity is set through LEARNER_WRAPPER."""
+        """``robot-rl *args`` (``python -m robot_rl.cli.main``)."""
         python_args = ["-m", "robot_rl.cli.main"]
-        if buffer_capacity is not None:
-            python_args = ["-c", LEARNER_WRAPPER, str(buffer_capacity)]
-        say(
-            f"start {name}: robot-rl {' '.join(args)}"
-            + (
-                f" (buffer_capacity={buffer_capacity} via LEARNER_WRAPPER)"
-                if buffer_capacity
-                else ""
-            )
-        )
+        say(f"start {name}: robot-rl {' '.join(args)}")
         child = Child(name, args, self.logs, python_args)
         self.all.append(child)
         return child
@@ -444,7 +439,7 @@ class Children:
     def __exit__(self, *exc: object) -> None:
         for c in self.all:
             if c.alive():
-                c.signal(signal.SIGKILL, "SIGKILL at the end of the bench")
+                c.signal(signal.SIGKILL)
                 c.proc.wait(30)
 
 
@@ -501,7 +496,8 @@ class WeightsProbe:
     timestamps (time.time()) each weights version; keeps the newest learner stats."""
 
     def __init__(self, address: str) -> None:
-        self.arrivals: dict[int, float] = {}
+        self.arrivals: dict[int, float] = {}  # version -> arrival, published while subscribed
+        self.initial: set[int] = set()  # versions received on subscribing (published before)
         self.bytes: dict[int, int] = {}
         self.stats: Any = None
         self._stop = threading.Event()
@@ -520,16 +516,22 @@ class WeightsProbe:
                 address, options=[("grpc.max_receive_message_length", 256 << 20)]
             )
             try:
-                have = max(self.arrivals, default=0)
+                have = max([*self.arrivals, *self.initial], default=0)
                 self._call = pb_grpc.LearnerStub(channel).Subscribe(
                     pb.SubscribeRequest(actor_id="bench-probe", have_weights_version=have)
                 )
+                first = True
                 for event in self._call:
                     now = time.time()
                     kind = event.WhichOneof("event")
                     if kind == "weights":
-                        self.arrivals.setdefault(event.weights.version, now)
-                        self.bytes[event.weights.version] = len(event.weights.payload)
+                        v = event.weights.version
+                        self.bytes[v] = len(event.weights.payload)
+                        if first:  # published before this subscription: no latency
+                            self.initial.add(v)
+                        else:
+                            self.arrivals.setdefault(v, now)
+                        first = False
                     elif kind == "stats":
                         self.stats = event.stats
             except grpc.RpcError:
@@ -624,12 +626,29 @@ ACTOR_KEYS = ("env_steps", "episodes", "ticks", "tick_overruns", "max_tick_work_
               "push_refused", "acked_through", "logged_transitions", "stopped_by")  # fmt: skip
 
 
-def actor_figures(res: dict | None, cfg: DistributedBenchConfig) -> dict:
+def first_policy_version(actor_run: Path) -> int | None:
+    """Weights version of the actor's first logged step (0: acted before any weights arrived,
+    i.e. uniformly random for --random-steps), from its log's episode table."""
+    from robot_rl.replay import EpisodeLog
+
+    try:
+        elog = EpisodeLog.open(actor_run / "log.zarr", mode="r")
+    except (OSError, ValueError, RuntimeError):
+        return None
+    try:
+        return elog.episodes[0].policy_version_min if elog.episodes else None
+    finally:
+        elog.close()
+
+
+def actor_figures(res: dict | None, cfg: DistributedBenchConfig, run: Path) -> dict:
     if res is None:
         return {"result": None}
     out = {k: res.get(k) for k in ACTOR_KEYS}
     out["tick_budget_s"] = cfg.tick_budget_s
     out["overrun_fraction"] = round(res["tick_overruns"] / max(res["ticks"], 1), 4)
+    out["random_steps"] = cfg.random_steps
+    out["first_step_policy_version"] = first_policy_version(run)
     return out
 
 
@@ -659,15 +678,12 @@ def actor_cmd(
 
 
 def pixel_capacity(cfg: DistributedBenchConfig, obs: str) -> tuple[list[str], int | None, dict]:
-    """(learner flags, wrapper capacity, report) for the pixel learners' replay capacity."""
-    from robot_rl.cli.distributed import LearnerCmdConfig
-
+    """(learner flags, unused, report) for the pixel learners' replay capacity (the default 1M
+    transitions of two 128x128 cameras would not fit in RAM here)."""
     if obs != "pixels":
         return [], None, {"value": "default"}
     n = cfg.pixel_buffer_capacity
-    if "buffer_capacity" in {f.name for f in dataclasses.fields(LearnerCmdConfig)}:
-        return ["--buffer-capacity", str(n)], None, {"value": n, "set_by": "--buffer-capacity"}
-    return [], n, {"value": n, "set_by": "LEARNER_WRAPPER (the learner CLI has no flag)"}
+    return ["--buffer-capacity", str(n)], None, {"value": n, "set_by": "--buffer-capacity"}
 
 
 def code_state() -> dict:
@@ -774,10 +790,10 @@ def run_e2e(
             if stats is None
             else {"updates": stats.updates, "replay_size": stats.replay_size},
         },
-        "actor": {a: actor_figures(r, cfg) for a, r in ares.items()},
+        "actor": {a: actor_figures(r, cfg, work / a) for a, r in ares.items()},
         "weights": {
             "published_versions_seen": len(watch.published),
-            "received_by_bench": len(probe.arrivals) if probe else 0,
+            "received_by_bench": len(probe.arrivals) + len(probe.initial) if probe else 0,
             "bytes_per_broadcast": max(probe.bytes.values(), default=None) if probe else None,
             "latency_ms": latency_ms(watch.published, probe.arrivals if probe else {}),
             "actor_weights_version": {a: r["weights_version"] for a, r in ares.items()},
@@ -867,7 +883,7 @@ def run_recovery(cfg: DistributedBenchConfig, root: Path) -> dict:
         held_kill, logged_kill = (d[aid] for d in watch.sample(learner, actor))
         version_kill = (read_json(lrun / "weights_version.json") or {}).get("version")
         say(f"recovery: SIGKILL the learner (holds {held_kill}, actor logged {logged_kill})")
-        learner.signal(signal.SIGKILL, "SIGKILL by the bench (the crash)")
+        learner.signal(signal.SIGKILL)  # the crash
         learner.proc.wait(30)
         learner.alive()
         time.sleep(cfg.away_s)  # the learner is away
@@ -906,6 +922,18 @@ def run_recovery(cfg: DistributedBenchConfig, root: Path) -> dict:
             raise RuntimeError(f"actor printed no result ({actor.how_ended}):\n{actor.tail()}")
         check = compare_logs(arun / "log.zarr", lrun / "actors" / aid / "log.zarr")
     la = ((lres or {}).get("actors") or {}).get(aid, {})
+    # learner ingest vs actor production between the first new ack and the live catch-up
+    win = [
+        (t, h[aid], lg[aid])
+        for t, h, lg in watch.samples
+        if marks["first_ack"] <= t - t_restart <= marks["caught_up_live"]
+    ]
+    dt = win[-1][0] - win[0][0] if len(win) > 1 else 0.0
+    catch_up = {
+        "window_s": round(dt, 2),
+        "learner_ingest": round((win[-1][1] - win[0][1]) / dt, 1) if dt else None,
+        "actor_production": round((win[-1][2] - win[0][2]) / dt, 1) if dt else None,
+    }
     return {
         "benchmark": "e2e_recovery",
         "obs": "state",
@@ -925,8 +953,9 @@ def run_recovery(cfg: DistributedBenchConfig, root: Path) -> dict:
         "restart_to_caught_up_s": round(marks["caught_up"], 2),
         "restart_to_caught_up_live_s": round(marks["caught_up_live"], 2),
         "reconnect_after_serving_s": round(marks["first_ack"] - marks["serving"], 2),
+        "catch_up_per_s": catch_up,
         "learner": {**learner_figures(lres), "exit": learner_end},
-        "actor": actor_figures(ares, cfg),
+        "actor": actor_figures(ares, cfg, arun),
         "final": {
             "learner_log_transitions": watch.held(aid),
             "actor_logged_transitions": ares["logged_transitions"],

@@ -2,7 +2,7 @@
 
 One iteration per env step::
 
-    a = uniform random (first random_steps, before any weights) or policy.act(obs)
+    a = uniform random (first random_steps) or policy.act(obs)
     env.step(a) -> log.append (its own run/log.zarr, source "online": the outbox)
     push the log's durable rows from client.next_seq on (never waits: LearnerClient.push)
     between episodes (and every weights_every_steps): load the newest weights, if any
@@ -13,9 +13,11 @@ is resent from the log after any reconnect until the learner acknowledges it, so
 learner crash loses nothing the learner acknowledged and the learner drops what it already
 holds. While the learner is away the actor keeps acting with its last weights.
 
-Run control from the learner: ``PAUSE`` ends the current episode (as truncated, so that the
-robot holds still between episodes) and waits; ``RESUME`` goes on; ``STOP`` ends the episode and
-the run. The actor also stops after ``total_env_steps`` (if set), then waits up to
+Run control from the learner: ``PAUSE`` ends the current episode at once (the robot holds
+still between episodes) and waits; ``RESUME`` goes on; ``STOP`` ends the episode and the run.
+An episode cut this way keeps its last row as sent (neither terminated nor truncated: the
+learner bootstraps from its next observation, as from any cut; the episode's log metadata says
+``ended_by``). The actor also stops after ``total_env_steps`` (if set), then waits up to
 ``drain_timeout_s`` for the learner to acknowledge the rest of its log.
 
 Ticks: the time each iteration spends outside ``env.step`` (acting, logging, pushing, loading
@@ -91,7 +93,8 @@ class ActorConfig:
     seed: int = 0
     """Seed of the exploration noise and of the reset sequence (episode i resets with seed + i)."""
     random_steps: int = 0
-    """Uniform random actions for this actor's first steps while no weights have arrived."""
+    """Uniform random actions for this actor's first steps (over restarts), as ``train``
+    without demos."""
     weights_every_steps: int = 0
     """Also load new weights mid-episode every this many steps (0: only between episodes)."""
     push_batch_steps: int = 64
@@ -261,7 +264,7 @@ class Actor:
         st, cfg = self.stats, self.cfg
         t0 = time.monotonic()
         o = self.adapter.to_learner(obs)
-        if self.policy.version == 0 and st.env_steps < cfg.random_steps:
+        if st.env_steps < cfg.random_steps:
             a = self.random_rng.uniform(-1.0, 1.0, self.amap.dim).astype(np.float32)
         else:
             a = self.policy.act(o)

@@ -90,6 +90,8 @@ class LearnerCmdConfig:
     """EfficientNet-Lite0 weights file (None: the installed package's file)."""
     batch_size: int = 256
     """Transitions per critic update."""
+    buffer_capacity: int = TrainConfig.buffer_capacity
+    """RAM online buffer capacity, transitions (pixels: lower it to what RAM holds; see train)."""
     demo_fraction: float = 0.5
     """Fraction of each batch from the demos (RLPD: 0.5)."""
     learning_starts: int = 256
@@ -203,7 +205,7 @@ class ActorCmdConfig:
     steps: int | None = None
     """Stop after this many env steps of this actor (None: when the learner says STOP)."""
     random_steps: int = 0
-    """Uniform random actions for the first steps while no weights have arrived."""
+    """Uniform random actions for this actor's first steps (e.g. without demos)."""
     weights_every_steps: int = 0
     """Also load new weights mid-episode every this many steps (0: between episodes only)."""
     tick_budget_s: float = 0.1
@@ -420,6 +422,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
                 token=cmd.token if cmd.token is not None else os.environ.get(TOKEN_ENV) or None,
                 root_cert_path=cmd.tls_root_cert,
                 tls_server_name=cmd.tls_server_name,
+                reconnect_max_s=2.0,  # a restarted learner is found within ~2 s
             ),
             layout_fingerprint(layout, action_dim),
         )

@@ -83,6 +83,9 @@ class TrainCmdConfig:
     """EfficientNet-Lite0 weights file (None: the installed package's file)."""
     batch_size: int = 256
     """Transitions per critic update."""
+    buffer_capacity: int = TrainConfig.buffer_capacity
+    """RAM online buffer capacity, transitions (pixels: ~100 KB each with two 128x128 cameras,
+    so lower it to what the machine's RAM holds, e.g. 100000)."""
     demo_fraction: float = 0.5
     """Fraction of each batch from the demos (RLPD: 0.5)."""
     learning_starts: int = 256
@@ -223,6 +226,7 @@ class TrainCmdConfig:
             total_env_steps=self.steps,
             seed=self.seed,
             batch_size=self.batch_size,
+            buffer_capacity=self.buffer_capacity,
             demo_fraction=self.demo_fraction,
             random_steps=self.random_steps,
             learning_starts=self.learning_starts,

@@ -260,7 +260,7 @@ class RemoteLearner:
             self.server.control("STOP", f"learner: {self._stop_reason}")  # type: ignore[union-attr]
             self._linger()
             if self._stop_reason == "steps":
-                self._pay_owed_updates(tb)
+                self._pay_owed_updates(tb, should_stop)
             self._evaluate_and_checkpoint(bar)
         finally:
             bar.close()
@@ -290,13 +290,14 @@ class RemoteLearner:
             self.sink.close()
             self.sink = None
 
-    def _pay_owed_updates(self, tb: Any) -> None:
+    def _pay_owed_updates(self, tb: Any, should_stop: Callable[[], bool]) -> None:
         """Run the updates still owed to received steps (one per env step, as embedded), so that
-        a learner slower than its actors ends at the same update count as the embedded loop."""
+        a learner slower than its actors ends at the same update count as the embedded loop.
+        A signal (``should_stop``) cuts it short."""
         if self.budget <= 0 or len(self.mixer) < max(self.cfg.learning_starts, 1):
             return
         log.info("learner: %d updates owed to received steps; running them", self.budget)
-        while self.budget > 0:
+        while self.budget > 0 and not should_stop():
             self._update(tb)
         self._publish()
 
