@@ -48,10 +48,9 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.actor.policy import ActingPolicy
-from robot_rl.core import keys
 from robot_rl.core.clock import RateClock
 from robot_rl.core.intervention import InterventionSource
-from robot_rl.learner.evaluate import ActionMap, success_of
+from robot_rl.learner.evaluate import ActionMap, obs_stamp, success_of
 from robot_rl.replay import EpisodeLog, ObsAdapter
 from robot_rl.transport.outbox import LogOutbox
 
@@ -274,7 +273,7 @@ class Actor:
         a_exec, intervened = self._executed(a)
         self.log.append(
             o, a_exec, a, float(reward), bool(terminated), bool(truncated), intervened,
-            self.policy.version, _stamp(obs), self.adapter.to_learner(obs),
+            self.policy.version, obs_stamp(obs), self.adapter.to_learner(obs),
         )  # fmt: skip
         st.env_steps += 1
         self._pump()
@@ -370,11 +369,3 @@ class Actor:
         tmp = self.run_dir / (ACTOR_JSON + ".tmp")
         tmp.write_text(json.dumps(asdict(self.stats), indent=1))
         tmp.replace(self.run_dir / ACTOR_JSON)
-
-
-def _stamp(obs: Mapping) -> float:
-    """The robot-state stamp of a robot_rl observation, else the host's monotonic clock."""
-    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
-    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
-        return float(np.asarray(stamps[keys.STAMP_STATE]))
-    return time.monotonic()

@@ -8,6 +8,7 @@ env reported ``info["is_success"]`` at any step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -144,3 +145,11 @@ def evaluate(
 def success_of(infos: Sequence[Mapping]) -> bool:
     """Whether any of ``infos`` reported success."""
     return any(bool(i.get(keys.INFO_SUCCESS, False)) for i in infos)
+
+
+def obs_stamp(obs: Mapping) -> float:
+    """The robot-state stamp of a robot_rl observation, else the host's monotonic clock."""
+    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
+    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
+        return float(np.asarray(stamps[keys.STAMP_STATE]))
+    return time.monotonic()

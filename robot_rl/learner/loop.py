@@ -72,7 +72,7 @@ from robot_rl.learner.checkpoint import (
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.evaluate import ActionMap, evaluate
+from robot_rl.learner.evaluate import ActionMap, evaluate, obs_stamp
 from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
@@ -302,7 +302,7 @@ class Trainer:
                     "truncated": bool(truncated),
                     "intervened": intervened,
                     "policy_version": st.updates,
-                    "stamp_s": _stamp(obs),
+                    "stamp_s": obs_stamp(obs),
                     "next_obs_learner": self.adapter.to_learner(obs),
                 }
                 self.held.push(Held("step", step, self._pending_key(), float(reward)))
@@ -466,11 +466,3 @@ class Trainer:
         st.evals += 1
         st.capture(self._np_rngs(), self._torch_rngs())
         save_checkpoint(self.run_dir, self.agent, st)
-
-
-def _stamp(obs: Mapping) -> float:
-    """The robot-state stamp of a robot_rl observation, else the host's monotonic clock."""
-    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
-    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
-        return float(np.asarray(stamps[keys.STAMP_STATE]))
-    return time.monotonic()
