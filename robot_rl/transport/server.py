@@ -201,8 +201,15 @@ class _Servicer(pb_grpc.LearnerServicer):
         self.stats_event: pb.LearnerEvent | None = None
 
     def counters(self, actor_id: str) -> _ActorCounters:
+        """The actor's counters; ``transitions`` starts at what the sink already holds (a
+        restarted learner counts over the run, not since its start)."""
         with self._counters_lock:
-            return self._counters.setdefault(actor_id, _ActorCounters())
+            c = self._counters.get(actor_id)
+        if c is None:
+            held = self._sink.acked_through(actor_id) + 1
+            with self._counters_lock:
+                c = self._counters.setdefault(actor_id, _ActorCounters(transitions=held))
+        return c
 
     def actor_stats(self) -> dict[str, pb.ActorStats]:
         with self._counters_lock:

@@ -173,9 +173,9 @@ def test_learner_and_actor_crashes_and_a_dropped_link_lose_and_duplicate_nothing
         a = last_json(tmp_path, f"a{i}")
         assert a["stopped_by"] == "learner" and a["acked_through"] == a["logged_transitions"] - 1
         # Nothing lost, nothing twice: the learner's log of each actor is the actor's own log.
-        total += assert_same_rows(
-            tmp_path / f"a{i}" / "log.zarr", run / "actors" / f"a{i}" / "log.zarr"
-        )
+        n = assert_same_rows(tmp_path / f"a{i}" / "log.zarr", run / "actors" / f"a{i}" / "log.zarr")
+        assert res["actors"][f"a{i}"]["transitions"] == n  # counted over the restart
+        total += n
         # The control loop never waited on the network (a stalled push would take seconds).
         assert a["tick_overruns"] == 0, a
     assert res["replay_size"] == total, res  # rebuilt after the restart, then added to: once each
