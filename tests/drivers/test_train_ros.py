@@ -319,3 +319,49 @@ def test_status_follower_steps_once_per_control_period_of_a_realtime_twin() -> N
     finally:
         env.close()
         _backend.close()
+
+
+def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain: int) -> None:
+    """`robot-rl actor --setup ... --learner HOST:PORT`: the twin behind ROS 2 as the actor's
+    robot; its layout is the learner's, and every transition it logged reaches the learner."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "learner"
+    learner = subprocess.Popen(
+        [sys.executable, "-m", "robot_rl.cli.main", "learner", "--run", str(run), "--task",
+         "reach", "--obs", "state", "--bind", "127.0.0.1:0", "--eval-episodes", "0",
+         "--no-progress", "--json"],
+        cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "server.json").exists():
+            assert time.monotonic() < deadline and learner.poll() is None, "learner not serving"
+            time.sleep(0.1)
+        address = json.loads((run / "server.json").read_text())["address"]
+        setup = lockstep_setup(tmp_path / "setup.yaml")
+        args = ["actor", "--setup", str(setup), "--launch", "--task", "reach", "--obs", "state"]
+        args += ["--learner", address, "--run", str(tmp_path / "arm"), "--steps", "60"]
+        args += ["--log-dir", str(tmp_path / "logs"), "--no-progress", "--json"]
+        cli = Cli(args, h9_domain)
+        try:
+            code, stdout = cli.finish(240)
+        finally:
+            cli.kill()
+        assert code == 0, "\n".join(cli.lines[-60:])
+        got = json.loads(stdout)
+        assert got["stopped_by"] == "steps" and got["env_steps"] == 60
+        assert got["acked_through"] == got["logged_transitions"] - 1 == 59
+        learner.send_signal(signal.SIGTERM)
+        out, _ = learner.communicate(timeout=120)
+        assert learner.returncode == 0
+        res = json.loads(out.strip().splitlines()[-1])
+        assert res["actors"]["arm"]["transitions"] == 60 and res["replay_size"] == 60
+    finally:
+        if learner.poll() is None:
+            learner.kill()
+            learner.wait()
