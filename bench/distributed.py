@@ -419,7 +419,7 @@ class Children:
         self.logs = logs
         self.all: list[Child] = []
 
-    def start(self, name: str, args: list[str], buffer_capacity: int | None = None) -> Child:
+    def start(self, name: str, args: list[str]) -> Child:
         """``robot-rl *args`` (``python -m robot_rl.cli.main``)."""
         python_args = ["-m", "robot_rl.cli.main"]
         say(f"start {name}: robot-rl {' '.join(args)}")
@@ -677,13 +677,13 @@ def actor_cmd(
             str(cfg.tick_budget_s), *env, "--no-progress", "--json"]  # fmt: skip
 
 
-def pixel_capacity(cfg: DistributedBenchConfig, obs: str) -> tuple[list[str], int | None, dict]:
-    """(learner flags, unused, report) for the pixel learners' replay capacity (the default 1M
+def pixel_capacity(cfg: DistributedBenchConfig, obs: str) -> tuple[list[str], dict]:
+    """(learner flags, report) for the pixel learners' replay capacity (the default 1M
     transitions of two 128x128 cameras would not fit in RAM here)."""
     if obs != "pixels":
-        return [], None, {"value": "default"}
+        return [], {"value": "default"}
     n = cfg.pixel_buffer_capacity
-    return ["--buffer-capacity", str(n)], None, {"value": n, "set_by": "--buffer-capacity"}
+    return ["--buffer-capacity", str(n)], {"value": n, "set_by": "--buffer-capacity"}
 
 
 def code_state() -> dict:
@@ -716,7 +716,7 @@ def run_e2e(
     (work / "logs").mkdir(parents=True)
     lrun = work / "learner"
     env = env_args(obs, cfg.image_size)
-    cap_args, cap_wrapper, cap_report = pixel_capacity(cfg, obs)
+    cap_args, cap_report = pixel_capacity(cfg, obs)
     largs = ["learner", "--run", str(lrun), "--bind", "127.0.0.1:0", *env, "--steps", str(steps),
              "--eval-episodes", "0", "--no-progress", "--json", *learner_extra,
              *cap_args]  # fmt: skip
@@ -726,7 +726,7 @@ def run_e2e(
     with Children(work / "logs") as kids:
         try:
             t0 = time.monotonic()
-            learner = kids.start("learner", largs, cap_wrapper)
+            learner = kids.start("learner", largs)
             addr = wait_for(
                 lambda: serving(lrun, learner.pid), 180, "learner serving", kids, learner
             )

@@ -36,7 +36,6 @@ The actor's directory::
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +50,7 @@ from robot_rl.actor.policy import ActingPolicy
 from robot_rl.core.clock import RateClock
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.learner.evaluate import ActionMap, obs_stamp, success_of
+from robot_rl.learner.rundir import write_json_atomic
 from robot_rl.replay import EpisodeLog, ObsAdapter
 from robot_rl.transport.outbox import LogOutbox
 
@@ -366,6 +366,4 @@ class Actor:
         self.stats.logged_transitions = end
 
     def _write_stats(self) -> None:
-        tmp = self.run_dir / (ACTOR_JSON + ".tmp")
-        tmp.write_text(json.dumps(asdict(self.stats), indent=1))
-        tmp.replace(self.run_dir / ACTOR_JSON)
+        write_json_atomic(self.run_dir / ACTOR_JSON, asdict(self.stats))

@@ -456,6 +456,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
 
 def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
     """The learner's policy settings: from its Hello (saved), else the saved ones."""
+    from robot_rl.learner.rundir import write_json_atomic
     from robot_rl.transport.client import LearnerError
 
     path = cmd.run / POLICY_JSON
@@ -467,9 +468,7 @@ def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
             )
         if client.policy_json:
             cmd.run.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(POLICY_JSON + ".tmp")
-            tmp.write_text(client.policy_json)
-            tmp.replace(path)
+            write_json_atomic(path, json.loads(client.policy_json))
             break
         try:
             client.wait_connected(timeout_s=0.2)

@@ -69,7 +69,13 @@ from robot_rl.learner.evaluate import evaluate
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.routing import Router
-from robot_rl.learner.rundir import CURVE_PNG, EVAL_JSONL, TB_DIR, prepare_run_dir
+from robot_rl.learner.rundir import (
+    CURVE_PNG,
+    EVAL_JSONL,
+    TB_DIR,
+    prepare_run_dir,
+    write_json_atomic,
+)
 from robot_rl.replay import Mixer, ObsAdapter, ReplayBuffer
 from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
 from robot_rl.transport.log_sink import LogSink, row_obs
@@ -147,7 +153,8 @@ class RemoteLearner:
         self.cfg, self.remote, self.layout, self.action_dim = cfg, remote, layout, int(action_dim)
         self.run_dir = Path(run_dir)
         self.eval_env = eval_env
-        if eval_env is not None and ObsAdapter(eval_env.observation_space).layout != layout:
+        self._eval_adapter = None if eval_env is None else ObsAdapter(eval_env.observation_space)
+        if self._eval_adapter is not None and self._eval_adapter.layout != layout:
             raise ValueError("eval_env's observation layout differs from the learner's")
         prepare_run_dir(self.run_dir, resume, cfg, layout, action_dim, run_meta, ACTORS_DIR)
         self.resume = resume
@@ -209,7 +216,7 @@ class RemoteLearner:
             self._routers[actor_id] = (router, -1)
         self.state.env_steps = steps
         self.server = LearnerServer(self.sink, self.layout, self.action_dim, self.server_cfg)
-        _write_json(
+        write_json_atomic(
             self.run_dir / SERVER_JSON, {"address": self.server.address, "pid": os.getpid()}
         )
         self._publish()
@@ -392,13 +399,13 @@ class RemoteLearner:
         snap = policy_snapshot(self.agent, self.layout, self.norm, self.cfg.normalize_state)
         self.version += 1
         self.server.publish_weights(self.version, snap)  # type: ignore[union-attr]
-        _write_json(self.run_dir / VERSION_JSON, {"version": self.version})
+        write_json_atomic(self.run_dir / VERSION_JSON, {"version": self.version})
 
     def _read_version(self) -> int:
         return int(_read_json(self.run_dir / VERSION_JSON, {"version": 0})["version"])
 
     def to_agent_obs(self, obs: Mapping) -> Mapping:
-        o = ObsAdapter(self.eval_env.observation_space).to_learner(obs)  # type: ignore[union-attr]
+        o = self._eval_adapter.to_learner(obs)  # type: ignore[union-attr]
         return self.norm.obs(o) if self.norm is not None else o
 
     # -- control, stats, evaluation ----------------------------------------------------------
@@ -439,7 +446,7 @@ class RemoteLearner:
             for k, v in row.items():
                 if v is not None:
                     tb.add_scalar(f"actors/{a.actor_id}/{k}", float(v), self.state.env_steps)
-        _write_json(self.run_dir / ACTORS_JSON, actors)
+        write_json_atomic(self.run_dir / ACTORS_JSON, actors)
 
     def _evaluate_and_checkpoint(self, bar: Any) -> None:
         cfg, st = self.cfg, self.state
@@ -481,12 +488,6 @@ class RemoteLearner:
         st.evals += 1
         st.capture({"sample": self.sample_rng}, {})
         save_checkpoint(self.run_dir, self.agent, st)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    tmp.replace(path)
 
 
 def _read_json(path: Path, default: Any) -> Any:

@@ -48,6 +48,15 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename: a reader sees
+    the old or the new file, never half of one (no fsync: survives a process crash)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.replace(path)
+
+
 def read_run_config(run_dir: Path) -> dict:
     """The run's ``config.json`` (raises :class:`NothingToResumeError` if absent)."""
     path = Path(run_dir) / CONFIG_JSON
