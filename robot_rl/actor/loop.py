@@ -1,37 +1,51 @@
-"""The distributed actor: acts on its env, logs every step durably, streams the log to a learner.
+"""The actor loop: acts on its env, logs every step durably, hands the steps to a learner.
+
+One loop for both modes; only the link to the learner differs (:class:`ActorLink`):
+
+- embedded (``robot-rl train``, :class:`robot_rl.learner.loop.Trainer`): the learner is in this
+  process; each written step goes straight into its replay buffers and it updates after every
+  env step (exact UTD, deterministic);
+- distributed (``robot-rl actor``, :class:`robot_rl.actor.links.RemoteLink`): the log is the
+  outbox, streamed over gRPC to ``robot-rl learner``, which stores, routes and learns there.
 
 One iteration per env step::
 
     a = uniform random (first random_steps) or policy.act(obs)
-    env.step(a) -> log.append (its own run/log.zarr, source "online": the outbox)
-    push the log's durable rows from client.next_seq on (never waits: LearnerClient.push)
+    env.step(a) -> the step (with the executed action if a human took over) is queued
+    (robot_rl.learner.held: a step whose learned reward has not arrived waits, with everything
+    after it), then written to the log (run/log.zarr, source "online") and, embedded, to the
+    learner's buffers
+    link.after_step(done)   embedded: one update, evaluations; distributed: push the log's
+                            durable rows, never waiting
     between episodes (and every weights_every_steps): load the newest weights, if any
 
-The log is the outbox (:class:`robot_rl.transport.outbox.LogOutbox`): a transition is sent
-only once it is flushed (``EpisodeLog`` flushes every few steps and at each episode end) and
-is resent from the log after any reconnect until the learner acknowledges it, so an actor or a
-learner crash loses nothing the learner acknowledged and the learner drops what it already
-holds. While the learner is away the actor keeps acting with its last weights.
+Distributed, a transition is sent only once it is flushed (``EpisodeLog`` flushes every few
+steps and at each episode end) and is resent from the log after any reconnect until the learner
+acknowledges it, so an actor or a learner crash loses nothing the learner acknowledged and the
+learner drops what it already holds. While the learner is away the actor keeps acting with its
+last weights.
 
 Run control from the learner: ``PAUSE`` ends the current episode at once (the robot holds
 still between episodes) and waits; ``RESUME`` goes on; ``STOP`` ends the episode and the run.
-An episode cut this way keeps its last row as sent (neither terminated nor truncated: the
-learner bootstraps from its next observation, as from any cut; the episode's log metadata says
-``ended_by``). The actor also stops after ``total_env_steps`` (if set), then waits up to
-``drain_timeout_s`` for the learner to acknowledge the rest of its log.
+An episode cut this way (or by ``total_env_steps``, or a signal) keeps its last row as written
+(neither terminated nor truncated: the learner bootstraps from its next observation, as from
+any cut); its log metadata says ``ended_by`` (and ``cut_by_budget`` when the step budget cut
+it). At the end the actor waits up to ``late_reward_drain_s`` for learned rewards still due,
+then lets the link finish (distributed: wait up to ``drain_timeout_s`` for the learner to
+acknowledge the rest of the log; embedded: the final evaluation).
 
 Ticks: the time each iteration spends outside ``env.step`` (acting, logging, pushing, loading
-weights) is measured; an iteration over ``tick_budget_s`` is an overrun (counted, logged at
-warning level, reported). The env's own fixed-rate clock (RobotEnv in real time) counts its
-overruns separately.
+weights; embedded, also the update) is measured; an iteration over ``tick_budget_s`` is an
+overrun (counted, logged at warning level, reported). The env's own fixed-rate clock
+(RobotEnv in real time) counts its overruns separately.
 
-The actor's directory::
+The actor's directory (embedded: the run directory)::
 
     log.zarr/          every transition it produced (durable; the outbox)
-    policy.json        the learner's policy settings (from its Hello), for a restart without it
-    weights.safetensors the last weights loaded (a restart acts with them while the learner is
-                       away)
     actor.json         counters, rewritten at every episode end
+    policy.json        distributed: the learner's policy settings (from its Hello)
+    weights.safetensors distributed: the last weights loaded (a restart acts with them while
+                       the learner is away)
 """
 
 from __future__ import annotations
@@ -46,29 +60,45 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.actor.policy import ActingPolicy
+from robot_rl.core import keys
 from robot_rl.core.clock import RateClock
 from robot_rl.core.intervention import InterventionSource
-from robot_rl.learner.evaluate import ActionMap, obs_stamp, success_of
+from robot_rl.core.learned_reward import LateRewardSource
+from robot_rl.learner.evaluate import ActionMap, obs_stamp
+from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
 from robot_rl.learner.rundir import write_json_atomic
 from robot_rl.replay import EpisodeLog, ObsAdapter
-from robot_rl.transport.outbox import LogOutbox
 
 log = logging.getLogger(__name__)
 
 ACTOR_JSON = "actor.json"
+LOG_ZARR = "log.zarr"
 WEIGHTS_FILE = "weights.safetensors"
 SOURCE_ONLINE = "online"
 
 
-class LearnerLink(Protocol):
-    """What the actor needs of its connection (``robot_rl.transport.client.LearnerClient``)."""
+class Policy(Protocol):
+    """What the actor acts with (:class:`robot_rl.actor.policy.ActingPolicy`, or embedded the
+    learner's own agent)."""
 
     @property
-    def next_seq(self) -> int | None: ...
+    def version(self) -> int: ...
 
-    @property
-    def acked_through(self) -> int: ...
+    def act(self, obs_learner: Mapping[str, Any]) -> np.ndarray: ...
+
+    def load(self, version: int, snapshot: Mapping[str, Any]) -> None: ...
+
+    def save(self, path: Path) -> None: ...
+
+
+class ActorLink(Protocol):
+    """The actor's side of the transport: the only part the two modes do not share."""
+
+    def attach(self, log: EpisodeLog, stats: ActorStats) -> Any:
+        """Called once the log is open; returns the router (``begin_episode``, ``add``) written
+        steps go to in this process (embedded: the learner's), or None (the learner routes
+        them on its side)."""
+        ...
 
     @property
     def run_state(self) -> str: ...
@@ -76,16 +106,18 @@ class LearnerLink(Protocol):
     @property
     def fatal_error(self) -> Exception | None: ...
 
-    def push(self, first_seq: int, steps: Mapping[str, np.ndarray]) -> bool: ...
+    def after_step(self, done: bool) -> None: ...
+
+    def idle(self) -> None: ...
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None: ...
 
-    def wait_acked(self, seq: int, timeout_s: float | None = None) -> bool: ...
+    def finish(self, ok: bool) -> None: ...
 
 
 @dataclass(frozen=True)
 class ActorConfig:
-    """How a distributed actor runs."""
+    """How an actor runs."""
 
     total_env_steps: int | None = None
     """Stop after this many env steps of this actor (over restarts); None: until STOP."""
@@ -96,30 +128,29 @@ class ActorConfig:
     without demos."""
     weights_every_steps: int = 0
     """Also load new weights mid-episode every this many steps (0: only between episodes)."""
-    push_batch_steps: int = 64
-    """Most transitions per pushed batch."""
-    tick_budget_s: float = 0.1
-    """Actor work per step (outside env.step) above this is a tick overrun, seconds."""
+    tick_budget_s: float | None = 0.1
+    """Actor work per step (outside env.step) above this is a tick overrun, seconds (None: not
+    counted; the embedded trainer updates inside the tick)."""
     control_hz: float | None = None
     """Pace the loop at this rate on the wall clock (an unpaced twin acting like a robot at its
     control rate; ticks that start late are counted as ``late_ticks``). None: as fast as the env
     steps (a real robot, or a realtime twin, paces itself)."""
-    drain_timeout_s: float = 30.0
-    """At the end, wait this long for the learner to acknowledge the rest of the log, seconds."""
     pause_poll_s: float = 0.05
     """While paused, check the run state this often, seconds."""
+    late_reward_drain_s: float = 30.0
+    """At the end, wait this long for learned rewards still due, seconds."""
 
     def __post_init__(self) -> None:
         if self.total_env_steps is not None and self.total_env_steps < 1:
             raise ValueError(f"total_env_steps must be >= 1 or None, got {self.total_env_steps}")
         if self.random_steps < 0 or self.weights_every_steps < 0:
             raise ValueError("random_steps and weights_every_steps must be >= 0")
-        if self.push_batch_steps < 1:
-            raise ValueError(f"push_batch_steps must be >= 1, got {self.push_batch_steps}")
         if self.control_hz is not None and self.control_hz <= 0:
             raise ValueError(f"control_hz must be > 0 or None, got {self.control_hz}")
-        if min(self.tick_budget_s, self.pause_poll_s) <= 0 or self.drain_timeout_s < 0:
-            raise ValueError("tick_budget_s and pause_poll_s must be > 0, drain_timeout_s >= 0")
+        if self.tick_budget_s is not None and self.tick_budget_s <= 0:
+            raise ValueError(f"tick_budget_s must be > 0 or None, got {self.tick_budget_s}")
+        if self.pause_poll_s <= 0 or self.late_reward_drain_s < 0:
+            raise ValueError("pause_poll_s must be > 0, late_reward_drain_s >= 0")
 
 
 @dataclass
@@ -132,6 +163,8 @@ class ActorStats:
     tick_overruns: int = 0
     max_tick_work_s: float = 0.0
     late_ticks: int = 0
+    interventions: int = 0
+    intervened_steps: int = 0
     weights_loaded: int = 0
     weights_version: int = 0
     weights_refused: int = 0
@@ -140,59 +173,79 @@ class ActorStats:
     paused_s: float = 0.0
     acked_through: int = -1
     logged_transitions: int = 0
+    dropped_steps: int = 0
     stopped_by: str = ""
     last_returns: list[float] = field(default_factory=list)
 
 
 class Actor:
-    """The distributed actor loop (see the module docstring).
+    """The actor loop (see the module docstring).
 
     Args:
         env: Its env (Dict observation, finite Box action space).
-        policy: The acting policy (:class:`ActingPolicy`).
-        run_dir: The actor's directory (see the module docstring); its log is reopened if
-            present (a restart), else created.
-        link: The connection to the learner (``LearnerClient``).
+        policy: What it acts with (:class:`Policy`).
+        run_dir: Its directory (see the module docstring); the log is reopened if present (a
+            restart: an episode cut by a crash is kept as truncated), else created.
+        link: The link to the learner (:class:`ActorLink`).
         cfg: Settings.
-        intervention: The env's intervention wrapper, or None (see
-            :class:`robot_rl.learner.loop.Trainer`): an intervened step is logged with the
-            executed action, the policy's proposal and ``intervened=True``.
-        on_episode: Optional ``(stats, episode_return, success)`` hook after every episode
-            (progress display).
+        intervention: The env's intervention wrapper (:class:`robot_rl.wrappers.Intervention`),
+            or None: an intervened step is logged with the executed (human) action, the policy's
+            proposal in ``policy_action`` and ``intervened=True``.
+        late_rewards: The env's learned-reward wrapper when its rewards may arrive late (see
+            :mod:`robot_rl.learner.held`), or None.
+        on_episode: Optional ``(stats, episode_return, success, meta)`` hook after every
+            written episode (progress display, tensorboard).
+        log_meta: Extra metadata of a new log.
     """
 
     def __init__(
         self,
         env: gym.Env,
-        policy: ActingPolicy,
+        policy: Policy,
         run_dir: Path,
-        link: LearnerLink,
+        link: ActorLink,
         cfg: ActorConfig,
         intervention: InterventionSource | None = None,
-        on_episode: Callable[[ActorStats, float, bool], None] | None = None,
+        late_rewards: LateRewardSource | None = None,
+        on_episode: Callable[[ActorStats, float, bool, dict], None] | None = None,
+        log_meta: Mapping[str, Any] | None = None,
     ) -> None:
+        if intervention is not None and not isinstance(intervention, InterventionSource):
+            raise TypeError(
+                f"intervention must expose last_step and episode_stats (an Intervention "
+                f"wrapper), got {type(intervention).__name__}"
+            )
+        if late_rewards is not None and not isinstance(late_rewards, LateRewardSource):
+            raise TypeError(
+                f"late_rewards must expose last_step, poll, drain and stats (a LearnedReward "
+                f"wrapper), got {type(late_rewards).__name__}"
+            )
         self.env, self.policy, self.link, self.cfg = env, policy, link, cfg
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)
         self.amap = ActionMap(env.action_space)
-        self.intervention = intervention
+        self.intervention, self.late_rewards = intervention, late_rewards
         self.on_episode = on_episode
-        self.random_rng = np.random.default_rng((cfg.seed, 2))
+        self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
-        self.log = self._open_log()
-        self.outbox = LogOutbox(self.log)
+        self.log = self._open_log(dict(log_meta or {}))
         online = [e for e in self.log.episodes if e.source == SOURCE_ONLINE]
         self.stats.env_steps = int(sum(e.length for e in online))
         self.stats.episodes = len(online)
+        model_id = None if late_rewards is None else late_rewards.model_id
+        self.writer = EpisodeWriter(link.attach(self.log, self.stats), self._written, model_id)
+        self.writer.log = self.log
+        self.held = HeldSteps(self.writer.write, on_drop=self.writer.drop)
         self._stop_request = ""
+        self._ep_len, self._ep_seed, self._ep_success = 0, 0, False
         self.pace = RateClock(cfg.control_hz) if cfg.control_hz is not None else None
 
     def request_stop(self, reason: str = "signal") -> None:
         """End the current episode and the run at the next step (e.g. from a signal handler)."""
         self._stop_request = reason
 
-    def _open_log(self) -> EpisodeLog:
-        path = self.run_dir / "log.zarr"
+    def _open_log(self, meta: dict[str, Any]) -> EpisodeLog:
+        path = self.run_dir / LOG_ZARR
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if path.exists():
             elog = EpisodeLog.open(path, unfinished="truncate", mode="a")
@@ -203,139 +256,171 @@ class Actor:
                     "use another --run for this actor"
                 )
             return elog
-        meta = {"source": SOURCE_ONLINE, "seed": self.cfg.seed, "role": "actor"}
+        meta = {"source": SOURCE_ONLINE, "seed": self.cfg.seed, **meta}
         return EpisodeLog.create(path, self.adapter.layout, self.amap.dim, meta)
 
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> ActorStats:
-        """Act until STOP (or ``total_env_steps``); returns the counters."""
+        """Act until STOP, ``total_env_steps`` or :meth:`request_stop`; returns the counters."""
         st, cfg = self.stats, self.cfg
         obs: Any = None
-        ep_return, ep_len, ep_infos = 0.0, 0, []
+        ok = False
         try:
-            while True:
-                state = self.link.run_state
-                if self._stop_request:
-                    st.stopped_by = self._stop_request
-                    break
-                if self.link.fatal_error is not None:
-                    st.stopped_by = "refused"
-                    log.error("the learner refused this actor: %s", self.link.fatal_error)
-                    break
-                if state == "stopped":
-                    st.stopped_by = "learner"
-                    break
-                if cfg.total_env_steps is not None and st.env_steps >= cfg.total_env_steps:
-                    st.stopped_by = "steps"
-                    break
-                if state == "paused":
+            while not (reason := self._stop_reason()):
+                if self.link.run_state == "paused":
                     if obs is not None:  # hold still between episodes while paused
-                        self._end_episode(ep_return, ep_infos, {"ended_by": "pause"})
+                        self._end_episode({"ended_by": "pause"})
                         obs = None
                     t0 = time.monotonic()
-                    self._pump()
+                    self.link.idle()
                     time.sleep(cfg.pause_poll_s)
                     st.paused_s += time.monotonic() - t0
                     continue
                 if obs is None:
                     self._maybe_load_weights()
-                    obs, ep_return, ep_len, ep_infos = self._new_episode(), 0.0, 0, []
-                elif cfg.weights_every_steps and ep_len % cfg.weights_every_steps == 0:
+                    obs = self._new_episode()
+                elif cfg.weights_every_steps and self._ep_len % cfg.weights_every_steps == 0:
                     self._maybe_load_weights()
-                obs, reward, done, info = self._step(obs)
-                ep_return += reward
-                ep_len += 1
-                ep_infos.append(info)
+                obs, done = self._step(obs)
                 if done:
-                    self._end_episode(ep_return, ep_infos, {})
                     obs = None
+            st.stopped_by = reason
+            ok = True
         finally:
             if obs is not None:
-                self._end_episode(ep_return, ep_infos, {"ended_by": st.stopped_by or "error"})
-            self._drain()
-            self.log.close()
-            self._write_stats()
+                meta: dict[str, Any] = {"ended_by": st.stopped_by or "error"}
+                if st.stopped_by == "steps":
+                    meta["cut_by_budget"] = True
+                self._end_episode(meta)
+            if ok and self.late_rewards is not None:
+                self.held.label(self.late_rewards.drain(cfg.late_reward_drain_s))
+            self.held.give_up()
+            st.dropped_steps = self.held.dropped
+            try:
+                self.link.finish(ok)
+            finally:
+                self.log.close()
+                self._write_stats()
         return st
 
-    def _step(self, obs: Any) -> tuple[Any, float, bool, Mapping]:
-        """One env step, logged and pushed; returns (next obs, reward, done, info)."""
+    def _stop_reason(self) -> str:
+        """Why the run ends now ("" to go on)."""
+        st, cfg = self.stats, self.cfg
+        if self._stop_request:
+            return self._stop_request
+        if self.link.fatal_error is not None:
+            log.error("the learner refused this actor: %s", self.link.fatal_error)
+            return "refused"
+        if self.link.run_state == "stopped":
+            return "learner"
+        if cfg.total_env_steps is not None and st.env_steps >= cfg.total_env_steps:
+            return "steps"
+        return ""
+
+    def _step(self, obs: Any) -> tuple[Any, bool]:
+        """One env step, queued for the log (and the learner); returns (next obs, done)."""
         st, cfg = self.stats, self.cfg
         t0 = time.monotonic()
         o = self.adapter.to_learner(obs)
         if st.env_steps < cfg.random_steps:
             a = self.random_rng.uniform(-1.0, 1.0, self.amap.dim).astype(np.float32)
         else:
-            a = self.policy.act(o)
+            a = np.asarray(self.policy.act(o), dtype=np.float32)
+        version = self.policy.version
+        if self._ep_len == 0:  # begin lazily: a run stopped after a reset logs no empty episode
+            begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
+            self.held.push(Held("begin", begin))
         t_env = time.monotonic()
         obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         env_s = time.monotonic() - t_env
         a_exec, intervened = self._executed(a)
-        self.log.append(
-            o, a_exec, a, float(reward), bool(terminated), bool(truncated), intervened,
-            self.policy.version, obs_stamp(obs), self.adapter.to_learner(obs),
-        )  # fmt: skip
+        step = {
+            "obs_learner": o,
+            "action": a_exec,
+            "policy_action": a,
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "intervened": intervened,
+            "policy_version": version,
+            "stamp_s": obs_stamp(obs),
+            "next_obs_learner": self.adapter.to_learner(obs),
+        }
+        self.held.push(Held("step", step, self._pending_key(), float(reward)))
         st.env_steps += 1
-        self._pump()
+        self._ep_len += 1
+        self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
+        done = bool(terminated or truncated)
+        if done:
+            self._end_episode({})
+        if self.late_rewards is not None:
+            self.held.label(self.late_rewards.poll())
+        self.link.after_step(done)
         self._tick(time.monotonic() - t0 - env_s)
         if self.pace is not None:
             self.pace.tick()
             st.late_ticks = self.pace.overruns
-        return obs, float(reward), bool(terminated or truncated), info
+        return obs, done
 
     def _tick(self, work_s: float) -> None:
-        st = self.stats
+        st, budget = self.stats, self.cfg.tick_budget_s
         st.ticks += 1
         st.max_tick_work_s = max(st.max_tick_work_s, work_s)
-        if work_s > self.cfg.tick_budget_s:
+        if budget is not None and work_s > budget:
             st.tick_overruns += 1
             log.warning(
                 "tick overrun: %.3f s of actor work (budget %.3f s) at env step %d",
-                work_s, self.cfg.tick_budget_s, st.env_steps,
+                work_s, budget, st.env_steps,
             )  # fmt: skip
 
     def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(executed action in policy space, intervened) of the step just taken with ``a``."""
         if self.intervention is None:
             return a, False
         rec = self.intervention.last_step
-        if rec is None or not rec.intervened:
+        if rec is None:
+            raise RuntimeError(
+                "the intervention wrapper has no record of the step just taken; hand the "
+                "actor the Intervention wrapper that is (or is inside) its env"
+            )
+        self.stats.interventions += int(rec.onset)
+        self.stats.intervened_steps += int(rec.intervened)
+        if not rec.intervened:
             return a, False
         return self.amap.to_policy(rec.action), True
 
+    def _pending_key(self) -> tuple[int, int] | None:
+        """(episode, step) of the step just taken if its learned reward is still pending."""
+        if self.late_rewards is None:
+            return None
+        rec = self.late_rewards.last_step
+        return (rec.episode, rec.step) if rec is not None and rec.pending else None
+
     def _new_episode(self) -> Any:
         st = self.stats
-        seed = self.cfg.seed + st.episodes
-        obs, _ = self.env.reset(seed=seed)
-        self.log.begin_episode(SOURCE_ONLINE, policy_version=self.policy.version, seed=seed)
+        self._ep_seed = self.cfg.seed + st.episodes
+        obs, _ = self.env.reset(seed=self._ep_seed)
         st.episodes += 1
+        self._ep_len, self._ep_success = 0, False
         return obs
 
-    def _end_episode(self, ep_return: float, infos: list, meta: dict) -> None:
-        success = success_of(infos) if infos else False
+    def _end_episode(self, meta: dict) -> None:
+        """Queue the env episode's end (nothing if it has no step yet)."""
+        if self._ep_len == 0:
+            return
         if self.intervention is not None:
             meta = {**meta, **self.intervention.episode_stats.as_dict()}
-        self.log.end_episode(success, episode_return=ep_return, **meta)
+        self.held.push(Held("end", {"success": self._ep_success, "meta": meta}))
+        self._ep_len = 0
+
+    def _written(self, success: bool, meta: dict[str, Any], ep_return: float) -> None:
+        """EpisodeWriter hook: an env episode's steps are all in the log."""
         st = self.stats
         st.last_returns = [*st.last_returns[-9:], float(ep_return)]
-        self._pump()
+        st.dropped_steps = self.held.dropped
         self._write_stats()
         if self.on_episode is not None:
-            self.on_episode(st, ep_return, success)
-
-    # -- transport ---------------------------------------------------------------------------
-
-    def _pump(self) -> None:
-        """Push the log's durable rows from the learner's next_seq on, without waiting."""
-        st = self.stats
-        end = self.outbox.end_seq
-        st.logged_transitions = end
-        while (s := self.link.next_seq) is not None and s < end:
-            stop = min(s + self.cfg.push_batch_steps, end)
-            if not self.link.push(s, self.outbox.read(s, stop)):
-                st.push_refused += 1
-                break
-            st.pushed_batches += 1
-        st.acked_through = self.link.acked_through
+            self.on_episode(st, ep_return, success, meta)
 
     def _maybe_load_weights(self) -> None:
         got = self.link.latest_weights()
@@ -353,17 +438,6 @@ class Actor:
         self.policy.save(self.run_dir / WEIGHTS_FILE)
         self.stats.weights_loaded += 1
         self.stats.weights_version = version
-
-    def _drain(self) -> None:
-        """Push what is left and wait (bounded) for the learner to acknowledge it."""
-        self.log.flush()
-        deadline = time.monotonic() + self.cfg.drain_timeout_s
-        end = self.outbox.end_seq
-        while time.monotonic() < deadline and self.link.acked_through < end - 1:
-            self._pump()
-            self.link.wait_acked(end - 1, timeout_s=0.2)
-        self.stats.acked_through = self.link.acked_through
-        self.stats.logged_transitions = end
 
     def _write_stats(self) -> None:
         write_json_atomic(self.run_dir / ACTOR_JSON, asdict(self.stats))

@@ -42,6 +42,7 @@ from robot_rl.cli.train import (
     TRAIN_INIT_TEMPERATURE,
     EncoderName,
     HumanName,
+    RewardFlags,
     TrainCmdConfig,
     from_json,
     to_json,
@@ -75,6 +76,14 @@ class LearnerCmdConfig:
     """PEM private key of --tls-cert."""
     demos: Path | None = None
     """Demo dataset from `robot-rl collect` (same env settings), mixed in RLPD style."""
+    layout_from: Path | None = None
+    """Take the observation layout and action size from this log or dataset (zarr: a
+    `robot-rl record` or `robot-rl actor` log of the robot) instead of the twin of --task: for
+    robots without a twin. Evaluation then needs a twin of the same layout (else
+    --eval-episodes 0)."""
+    learned_reward: bool = False
+    """The actors reward with a learned classifier (`robot-rl actor --reward`): relabel the
+    demos with the same binary cost, as `train --reward` does."""
     steps: int = 10_000
     """Stop (and STOP the actors) after this many transitions from all actors (over resumes)."""
     resume: bool = False
@@ -138,7 +147,7 @@ class LearnerCmdConfig:
     def as_train(self) -> TrainCmdConfig:
         """The same settings as a ``train`` config (shared composition helpers)."""
         shared = {f.name for f in dataclasses.fields(TrainCmdConfig)}
-        kw = {k: getattr(self, k) for k in shared if hasattr(self, k)}
+        kw = {k: getattr(self, k) for k in shared if hasattr(self, k) and k != "reward"}
         kw["eval_episodes"] = max(self.eval_episodes, 1)
         return TrainCmdConfig(**kw)
 
@@ -170,7 +179,7 @@ class LearnerCmdConfig:
 
 
 @dataclass(frozen=True)
-class ActorCmdConfig:
+class ActorCmdConfig(RewardFlags):
     """Run a distributed actor: act on the env, log, stream to the learner, load its weights."""
 
     run: Path
@@ -216,9 +225,8 @@ class ActorCmdConfig:
     connect_timeout_s: float = 60.0
     """First start: how long to wait for the learner's policy settings, seconds."""
     drain_timeout_s: float = 30.0
-    """At the end: how long to wait for the learner to acknowledge the rest, seconds."""
-    efficientnet_weights: Path | None = None
-    """Local EfficientNet-Lite0 weights for a frozen-encoder policy (None: the package's)."""
+    """At the end: how long to wait for learned rewards still due (--reward), then for the
+    learner to acknowledge the rest of the log, seconds."""
     intervention_hold_steps: int = 5
     """Steps a takeover stays alive after the last human input."""
     realtime_factor: float = 1.0
@@ -238,6 +246,7 @@ class ActorCmdConfig:
         from robot_rl.transport.sink import check_actor_id
 
         check_actor_id(self.id)
+        self.check_reward_flags()
         if self.connect_timeout_s <= 0:
             raise ValueError(f"connect_timeout_s must be > 0, got {self.connect_timeout_s}")
         self.actor_config()
@@ -262,6 +271,7 @@ class ActorCmdConfig:
             realtime_factor=self.realtime_factor,
             teleop_wait_s=self.teleop_wait_s,
             progress=False,
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(RewardFlags)},
         )
 
     def actor_config(self) -> Any:
@@ -274,7 +284,7 @@ class ActorCmdConfig:
             weights_every_steps=self.weights_every_steps,
             tick_budget_s=self.tick_budget_s,
             control_hz=self.control_hz,
-            drain_timeout_s=self.drain_timeout_s,
+            late_reward_drain_s=self.drain_timeout_s,
         )
 
 
@@ -307,26 +317,18 @@ def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
 
 def run_learner(cmd: LearnerCmdConfig) -> dict:
     """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
-    from robot_rl.cli.factory import make_env_from_setup
-    from robot_rl.cli.train import agent_factory, load_demo_buffer, sac_config
+    from robot_rl.cli.train import agent_factory, sac_config
     from robot_rl.learner.remote import RemoteLearner
     from robot_rl.learner.rundir import RunExistsError
-    from robot_rl.replay import ObsAdapter
 
     if cmd.resume:
         cmd = _resolve_learner_resume(cmd)
     elif cmd.run.exists() and any(cmd.run.iterdir()):
         raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
-    train = cmd.as_train()
-    sac = sac_config(train)
+    sac = sac_config(cmd.as_train())
     cmd = dataclasses.replace(cmd, sac=sac)
-    eval_env, backend = make_env_from_setup(cmd.env.env_setup())
+    layout, action_dim, eval_env, closers = _learner_layout(cmd)
     try:
-        layout = ObsAdapter(eval_env.observation_space).layout
-        from robot_rl.learner.evaluate import ActionMap
-
-        action_dim = ActionMap(eval_env.action_space).dim
-        demos = load_demo_buffer(train, eval_env) if cmd.demos is not None else None
         learner = RemoteLearner(
             cmd.train_config(),
             agent_factory(sac, cmd.seed, cmd.device),
@@ -336,10 +338,10 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
             cmd.server_config(),
             cmd.remote_config(),
             policy_settings(sac, cmd),
-            demos=demos,
+            demos=_learner_demos(cmd, layout),
             resume=cmd.resume,
             run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
-            eval_env=eval_env if cmd.eval_episodes > 0 else None,
+            eval_env=eval_env,
             device=cmd.device,
         )
         stop = _StopFlag()
@@ -347,10 +349,65 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
         print(f"learner serving {cmd.run} on {server.address}", file=sys.stderr, flush=True)
         result = learner.run(should_stop=stop)
     finally:
-        eval_env.close()
-        backend.close()
+        for c in closers:
+            c.close()
     result.update(task=cmd.env.task, obs=cmd.env.obs)
     return result
+
+
+def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
+    """(layout, action size, eval env or None, things to close): from the twin of --task, or
+    from --layout-from (then the twin only evaluates, and must have the same layout)."""
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.replay import EpisodeLog, ObsAdapter
+
+    layout = action_dim = None
+    if cmd.layout_from is not None:
+        with EpisodeLog.open(cmd.layout_from, unfinished="drop", mode="r") as log:
+            layout, action_dim = log.layout, log.action_dim
+        if cmd.eval_episodes == 0:
+            return layout, action_dim, None, []
+    eval_env, backend = make_env_from_setup(cmd.env.env_setup())
+    twin = ObsAdapter(eval_env.observation_space).layout, ActionMap(eval_env.action_space).dim
+    if layout is not None and (layout, action_dim) != twin:
+        eval_env.close()
+        backend.close()
+        raise ValueError(
+            f"--layout-from {cmd.layout_from} has layout {layout} (action size {action_dim}) but "
+            f"the twin of --task {cmd.env.task} has {twin[0]} ({twin[1]}): the learner cannot "
+            "evaluate on it; pass --eval-episodes 0"
+        )
+    keep = eval_env if cmd.eval_episodes > 0 else None
+    return twin[0], twin[1], keep, [eval_env, backend]
+
+
+def _learner_demos(cmd: LearnerCmdConfig, layout: Any) -> Any:
+    """The demo buffer (relabelled with the binary cost for --learned-reward), or None."""
+    if cmd.demos is None:
+        return None
+    from robot_rl.replay import load_demos
+
+    if cmd.layout_from is None:  # twin data: the collect settings must match too
+        from robot_rl.cli.train import same_data_settings
+        from robot_rl.replay import EpisodeLog
+
+        with EpisodeLog.open(cmd.demos, unfinished="drop", mode="r") as log:
+            stored = (getattr(log, "meta", None) or {}).get("env")
+        if not same_data_settings(stored, cmd.env):
+            raise ValueError(
+                f"demos {cmd.demos} were collected with env settings {stored} but the learner "
+                f"uses {cmd.env.data_settings()}; collect with the same --obs/--cameras/"
+                "--image-size/--control-rotation"
+            )
+    demos = load_demos(cmd.demos)
+    if demos.layout != layout:
+        raise ValueError(f"demos {cmd.demos} have observation layout {demos.layout}, not {layout}")
+    if cmd.learned_reward:
+        from robot_rl.cli.reward_env import binary_cost
+
+        demos.relabel_rewards(binary_cost)
+    return demos
 
 
 def _redacted(cmd: LearnerCmdConfig) -> dict:
@@ -400,6 +457,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     """Build the actor for ``cmd``, connect, act until STOP / --steps / a signal."""
     import torch
 
+    from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import WEIGHTS_FILE, Actor
     from robot_rl.actor.policy import ActingPolicy
     from robot_rl.cli.train import agent_factory, build_envs
@@ -436,9 +494,10 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             env,
             policy,
             cmd.run,
-            client,
+            RemoteLink(client, drain_timeout_s=cmd.drain_timeout_s),
             cmd.actor_config(),
             intervention=envs.intervention,
+            late_rewards=envs.late_rewards,
             on_episode=None if progress is None else progress.episode,
         )
         _stop_on_signal(actor)
@@ -512,7 +571,7 @@ class _ActorProgress:
     def __init__(self, actor_id: str) -> None:
         self.actor_id = actor_id
 
-    def episode(self, st: Any, ret: float, success: bool) -> None:
+    def episode(self, st: Any, ret: float, success: bool, meta: dict) -> None:
         print(
             f"[{self.actor_id}] episode {st.episodes}: return {ret:.1f} success {success} | "
             f"{st.env_steps} steps, weights v{st.weights_version}, acked through "

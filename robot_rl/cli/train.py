@@ -57,8 +57,60 @@ dense rewards are O(1) per step; starting at alpha = 1 the entropy bonus dominat
 thousands of updates and state reach did not learn in 2k steps (it does with 0.1)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RewardFlags:
+    """The learned-reward flags (``--reward*``), shared by ``train`` and ``actor``."""
+
+    reward: Path | None = None
+    """Learned reward: a classifier directory from `robot-rl reward train`, used instead of the
+    twin's dense reward (see robot_rl.cli.reward_env; evaluation still uses the truth); `sim`:
+    the twin's truth as the same binary cost (the reference for a classifier)."""
+    reward_server: str | None = None
+    """--reward: ask this `robot-rl reward serve` (host:port, same model) instead of running the
+    model in process."""
+    reward_token: str | None = None
+    """--reward-server: its token."""
+    reward_deadline_s: float = 0.05
+    """--reward-server: how long a step waits for its reward before going on (the reward then
+    labels the transition when it arrives), seconds."""
+    reward_k: int = 2
+    """--reward: success is confirmed when k of the last n frames pass the threshold."""
+    reward_n: int = 3
+    """--reward: see --reward-k."""
+    reward_threshold: float | None = None
+    """--reward: success threshold (None: the classifier card's, chosen for its precision)."""
+    reward_encoder_weights: Path | None = None
+    """--reward: the classifier's encoder weights: for an hf:... encoder the save_pretrained
+    directory it was trained with (required); for EfficientNet-Lite0 a weights file (None: the
+    installed package's, or --efficientnet-weights)."""
+    efficientnet_weights: Path | None = None
+    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
+
+    def check_reward_flags(self) -> None:
+        if self.reward is None and self.reward_server is not None:
+            raise ValueError("--reward-server serves a classifier: also give --reward rm/")
+        self.reward_settings()  # validates the --reward-* options
+
+    def reward_settings(self) -> Any:
+        """The learned-reward settings (--reward-*), or None without --reward."""
+        from robot_rl.cli.reward_env import LearnedRewardSettings
+
+        if self.reward is None:
+            return None
+        return LearnedRewardSettings(
+            model=self.reward,
+            server=self.reward_server,
+            token=self.reward_token,
+            deadline_s=self.reward_deadline_s,
+            k=self.reward_k,
+            n=self.reward_n,
+            threshold=self.reward_threshold,
+            encoder_weights=self.reward_encoder_weights or self.efficientnet_weights,
+        )
+
+
 @dataclass(frozen=True)
-class TrainCmdConfig:
+class TrainCmdConfig(RewardFlags):
     """Train an agent on the twin (embedded default: one process)."""
 
     run: Path
@@ -79,8 +131,6 @@ class TrainCmdConfig:
     """Critic updates per env step (None: the agent config's utd)."""
     encoder: EncoderName = "conv"
     """Image encoder for --obs pixels: conv (trained, DrQ) or efficientnet (frozen, pretrained)."""
-    efficientnet_weights: Path | None = None
-    """EfficientNet-Lite0 weights file (None: the installed package's file)."""
     batch_size: int = 256
     """Transitions per critic update."""
     buffer_capacity: int = TrainConfig.buffer_capacity
@@ -142,28 +192,6 @@ class TrainCmdConfig:
     """--human teleop on a lockstep twin: pace steps at control_hz x this (0: unpaced)."""
     teleop_wait_s: float = 30.0
     """--setup with --human sim|teleop: how long to wait for the teleop node, seconds."""
-    reward: Path | None = None
-    """Learned reward: a classifier directory from `robot-rl reward train`, used instead of the
-    twin's dense reward (see robot_rl.cli.reward_env; evaluation still uses the truth); `sim`:
-    the twin's truth as the same binary cost (the reference for a classifier)."""
-    reward_server: str | None = None
-    """--reward: ask this `robot-rl reward serve` (host:port, same model) instead of running the
-    model in process."""
-    reward_token: str | None = None
-    """--reward-server: its token."""
-    reward_deadline_s: float = 0.05
-    """--reward-server: how long a step waits for its reward before going on (the reward then
-    labels the transition when it arrives), seconds."""
-    reward_k: int = 2
-    """--reward: success is confirmed when k of the last n frames pass the threshold."""
-    reward_n: int = 3
-    """--reward: see --reward-k."""
-    reward_threshold: float | None = None
-    """--reward: success threshold (None: the classifier card's, chosen for its precision)."""
-    reward_encoder_weights: Path | None = None
-    """--reward: the classifier's encoder weights: for an hf:... encoder the save_pretrained
-    directory it was trained with (required); for EfficientNet-Lite0 a weights file (None: the
-    installed package's, or --efficientnet-weights)."""
     sac: SACConfig = field(
         default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
     )
@@ -185,9 +213,7 @@ class TrainCmdConfig:
             raise ValueError("--human teleop reads a person's device over ROS 2: add --setup")
         if self.setup is None and self.launch:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
-        if self.reward is None and self.reward_server is not None:
-            raise ValueError("--reward-server serves a classifier: also give --reward rm/")
-        self.reward_settings()  # validates the --reward-* options
+        self.check_reward_flags()
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(
                 f"realtime_factor must be >= 0 and teleop_wait_s > 0, got "
@@ -202,23 +228,6 @@ class TrainCmdConfig:
             min_progress=self.human_min_progress,
             takeover_steps=self.human_takeover_steps,
             max_interventions=self.human_max_interventions,
-        )
-
-    def reward_settings(self) -> Any:
-        """The learned-reward settings (--reward-*), or None without --reward."""
-        from robot_rl.cli.reward_env import LearnedRewardSettings
-
-        if self.reward is None:
-            return None
-        return LearnedRewardSettings(
-            model=self.reward,
-            server=self.reward_server,
-            token=self.reward_token,
-            deadline_s=self.reward_deadline_s,
-            k=self.reward_k,
-            n=self.reward_n,
-            threshold=self.reward_threshold,
-            encoder_weights=self.reward_encoder_weights or self.efficientnet_weights,
         )
 
     def train_config(self) -> TrainConfig:

@@ -128,7 +128,8 @@ class EpisodeWriter:
     still count the env episode whole.
 
     Args:
-        router: Routes each written transition to the buffers (``begin_episode``, ``add``).
+        router: Routes each written transition to the buffers (``begin_episode``, ``add``),
+            or None (a distributed actor: the learner routes the log's rows on its side).
         on_episode_end: ``(success, meta, return)`` after each env episode with written steps
             (tensorboard, progress).
         reward_model_id: Recorded in every log episode's metadata, or None.
@@ -136,7 +137,7 @@ class EpisodeWriter:
 
     def __init__(
         self,
-        router: Any,
+        router: Any | None,
         on_episode_end: Callable[[bool, dict[str, Any], float], None],
         reward_model_id: str | None = None,
     ) -> None:
@@ -156,13 +157,14 @@ class EpisodeWriter:
             if self._part_len == 0:
                 b = self._begin
                 self.log.begin_episode(b["source"], policy_version=b["version"], seed=b["seed"])
-            if self._len == 0:
+            if self._len == 0 and self.router is not None:
                 self.router.begin_episode()
             self.log.append(reward=item.reward, **d)
-            self.router.add(
-                d["obs_learner"], d["action"], d["policy_action"], item.reward,
-                d["next_obs_learner"], d["terminated"], d["intervened"],
-            )  # fmt: skip
+            if self.router is not None:
+                self.router.add(
+                    d["obs_learner"], d["action"], d["policy_action"], item.reward,
+                    d["next_obs_learner"], d["terminated"], d["intervened"],
+                )  # fmt: skip
             self._ret += item.reward
             self._len += 1
             self._part_len += 1

@@ -1,9 +1,13 @@
 """The embedded trainer: one process acts, logs, learns, evaluates and checkpoints.
 
-One iteration per env step::
+It is the distributed pair in one process, with an in-process link instead of gRPC: the actor
+loop (:class:`robot_rl.actor.loop.Actor`: acting, intervention and late-reward handling, the
+log) and the learner half (:class:`robot_rl.learner.core.LearnerCore`: buffers, normaliser,
+updates, evaluation rows, checkpoints) are the ones ``robot-rl actor`` and ``robot-rl learner``
+run. One iteration per env step::
 
     a = random (first random_steps, only without demos) or agent.act(obs, generator)
-    env.step(a) -> log.append (run/log.zarr, source "online") and online_buffer.add
+    env.step(a) -> log.append (run/log.zarr, source "online") and the buffers (Router, directly)
     agent.update(lambda: mixer.sample(batch_size, rng))   once learning_starts transitions exist
     every eval_every_steps (and at 0 and at the end): evaluate, checkpoint, plot
 
@@ -20,6 +24,7 @@ Run directory::
     eval.jsonl            one JSON object per evaluation
     learning_curve.png    eval success rate and return vs env steps (rewritten at each eval)
     tb/                   tensorboard scalars
+    actor.json            the actor loop's counters (ticks, interventions, dropped steps)
 
 Resume (``resume=True``): the agent, update counter and RNG states come from the latest
 checkpoint; the log is reopened with its unfinished episode completed as truncated, the RAM
@@ -50,9 +55,6 @@ confirmations and false ones against the twin's truth) go to tensorboard as ``re
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,27 +64,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robot_rl.core import keys
+from robot_rl.actor.loop import Actor, ActorConfig, ActorStats
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
-from robot_rl.learner.checkpoint import (
-    TrainerState,
-    latest_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from robot_rl.learner.checkpoint import latest_checkpoint
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.evaluate import ActionMap, evaluate, obs_stamp
-from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
-from robot_rl.learner.normalize import StateNormalizer
-from robot_rl.learner.plots import write_learning_curve
+from robot_rl.learner.core import LearnerCore
+from robot_rl.learner.evaluate import ActionMap
 from robot_rl.learner.progress import Progress
-from robot_rl.learner.routing import Router
 from robot_rl.learner.rundir import (
     CONFIG_JSON,
     CURVE_PNG,
-    EVAL_JSONL,
-    LOG_ZARR,
     SOURCE_ONLINE,
     TB_DIR,
     NothingToResumeError,
@@ -90,7 +82,7 @@ from robot_rl.learner.rundir import (
     prepare_run_dir,
     read_run_config,
 )
-from robot_rl.replay import EpisodeLog, Mixer, ObsAdapter, ReplayBuffer
+from robot_rl.replay import EpisodeLog, ObsAdapter, ReplayBuffer
 
 __all__ = [
     "CONFIG_JSON",
@@ -179,46 +171,76 @@ class Trainer:
                 f"wrapper), got {type(late_rewards).__name__}"
             )
         self.env, self.eval_env, self.cfg = env, eval_env, cfg
-        self.late_rewards = late_rewards
+        self.intervention, self.late_rewards = intervention, late_rewards
         self.late_reward_drain_s = float(late_reward_drain_s)
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)
         self.layout = self.adapter.layout
-        self.amap = ActionMap(env.action_space)
-        self.action_dim = self.amap.dim
-        self.demos = demos if demos is not None and len(demos) > 0 else None
+        self.action_dim = ActionMap(env.action_space).dim
         self.resume = resume
-        self.device = device
         self.on_update = on_update
         self.eval_between_episodes = eval_between_episodes
         prepare_run_dir(self.run_dir, resume, cfg, self.layout, self.action_dim, run_meta)
-        torch.set_num_threads(cfg.num_threads)
-        self.agent = make_agent(self.layout, self.action_dim)
-        self.state = TrainerState()
-        # Independent, seeded streams (STYLE.md #11): sampling, random actions, policy noise.
-        self.sample_rng = np.random.default_rng((cfg.seed, 1))
-        self.random_rng = np.random.default_rng((cfg.seed, 2))
-        self.act_gen = torch.Generator().manual_seed(cfg.seed + 3)
-        self.online = ReplayBuffer(cfg.buffer_capacity, self.layout, self.action_dim, device)
-        self.intervention = intervention
-        self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
-        if cfg.intervention_mode == "hil-serl" and (intervention is not None or resume):
-            if self.demos is not None:
-                self.demo_buffer = self.demos.resized(len(self.demos) + cfg.buffer_capacity)
-            else:
-                self.demo_buffer = ReplayBuffer(
-                    cfg.buffer_capacity, self.layout, self.action_dim, device
-                )
-        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
-        self.router = Router(cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty)
-        model_id = None if late_rewards is None else late_rewards.model_id
-        self.writer = EpisodeWriter(self.router, self._report_episode, model_id)
-        self.held = HeldSteps(self.writer.write, on_drop=self.writer.drop)
-        self.interventions_total = 0  # takeovers over the run (resume: counted from the log)
-        self.intervened_steps_total = 0
-        self._evals: list[dict] = []
-        self.log: EpisodeLog | None = None
-        self.norm: StateNormalizer | None = None
+        room = intervention is not None or resume
+        self.core = LearnerCore(
+            cfg, make_agent, self.layout, self.action_dim, self.run_dir, demos, device, room
+        )
+        self.router = self.core.router()
+        self.act_gen = torch.Generator().manual_seed(cfg.seed + 3)  # policy noise
+        self.actor: Actor | None = None
+        self._open = False  # the actor's log is open (open() until run() ends)
+        self._eval_due = False
+        self._metrics: dict = {}
+        self._tb: Any = None
+        self._bar: Any = None
+
+    # the learner half, as attributes (tests and the CLI read them)
+    @property
+    def agent(self) -> Any:
+        return self.core.agent
+
+    @property
+    def state(self) -> Any:
+        return self.core.state
+
+    @property
+    def online(self) -> ReplayBuffer:
+        return self.core.online
+
+    @property
+    def demos(self) -> ReplayBuffer | None:
+        return self.core.demos
+
+    @property
+    def demo_buffer(self) -> ReplayBuffer | None:
+        return self.core.demo_buffer
+
+    @property
+    def mixer(self) -> Any:
+        return self.core.mixer
+
+    @property
+    def norm(self) -> Any:
+        return self.core.norm
+
+    @property
+    def log(self) -> EpisodeLog | None:
+        """The run's log while open (:meth:`open` until :meth:`run` ends), else None."""
+        return self.actor.log if self._open and self.actor is not None else None
+
+    @property
+    def held(self) -> Any:
+        assert self.actor is not None, "open() first"
+        return self.actor.held
+
+    @property
+    def interventions_total(self) -> int:
+        """Takeovers over the run (resume: counted from the log)."""
+        return 0 if self.actor is None else self.actor.stats.interventions
+
+    @property
+    def intervened_steps_total(self) -> int:
+        return 0 if self.actor is None else self.actor.stats.intervened_steps
 
     # -- run directory -----------------------------------------------------------------------
 
@@ -226,41 +248,45 @@ class Trainer:
         """Open (or create) the run's log; on resume restore the agent, counters, RNGs and the
         RAM buffer. :meth:`run` calls it when needed; call it first to inspect the restored
         state."""
-        self.log = self.writer.log = self._open_log()
+        cfg = self.cfg
+        acfg = ActorConfig(
+            total_env_steps=cfg.total_env_steps,
+            seed=cfg.seed,
+            random_steps=0 if self.core.demos is not None else cfg.random_steps,
+            tick_budget_s=None,  # the update runs inside the tick, by design
+            late_reward_drain_s=self.late_reward_drain_s,
+        )
+        policy = _AgentPolicy(self.core, self.act_gen)
+        self.actor = Actor(
+            self.env, policy, self.run_dir, _InProcessLink(self), acfg,
+            intervention=self.intervention, late_rewards=self.late_rewards,
+            on_episode=self._report_episode,
+        )  # fmt: skip
+        self._open = True
         if self.resume:
-            self._restore(self.log)
-        return self.log
+            self._restore(self.actor)
+        return self.actor.log
 
-    def _open_log(self) -> EpisodeLog:
-        path = self.run_dir / LOG_ZARR
-        if self.resume:
-            return EpisodeLog.open(path, unfinished="truncate", mode="a")
-        meta = {"source": SOURCE_ONLINE, "seed": self.cfg.seed}
-        return EpisodeLog.create(path, self.layout, self.action_dim, meta)
-
-    def _restore(self, log: EpisodeLog) -> None:
-        ckpt = latest_checkpoint(self.run_dir)
-        if ckpt is not None:
-            self.state = load_checkpoint(ckpt, self.agent)
-            self.state.restore(self._np_rngs(), self._torch_rngs())
-            if self.state.state_norm is not None:
-                self.norm = StateNormalizer.from_json(self.state.state_norm)
-        online = [m for m in log.episodes if m.source == SOURCE_ONLINE]
-        got = self.router.rebuild(log, (SOURCE_ONLINE,), read_unknown=self.intervention is not None)
-        self.interventions_total = got.interventions
-        self.intervened_steps_total = got.intervened_steps
-        self.state.env_steps = int(sum(m.length for m in online))
-        self.state.episodes = len(online)
-        evals_path = self.run_dir / EVAL_JSONL
-        if evals_path.exists():
-            lines = evals_path.read_text().splitlines()
-            self._evals = [json.loads(s) for s in lines if s.strip()]
+    def _restore(self, actor: Actor) -> None:
+        self.core.restore(self._np_rngs(), self._torch_rngs())
+        got = self.router.rebuild(
+            actor.log, (SOURCE_ONLINE,), read_unknown=self.intervention is not None
+        )
+        actor.stats.interventions = got.interventions
+        actor.stats.intervened_steps = got.intervened_steps
+        self._sync()
 
     def _np_rngs(self) -> dict[str, np.random.Generator]:
-        return {"sample": self.sample_rng, "random": self.random_rng}
+        assert self.actor is not None
+        return {"random": self.actor.random_rng}
 
     def _torch_rngs(self) -> dict[str, torch.Generator]:
         return {"act": self.act_gen}
+
+    def _sync(self) -> None:
+        """The learner's env-step and episode counters are the actor's (one process)."""
+        a, st = self.actor.stats, self.core.state  # type: ignore[union-attr]
+        st.env_steps, st.episodes = a.env_steps, a.episodes
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -269,85 +295,23 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
-        if self.log is None:
+        if not self._open:
             self.open()
-        log, st = self.log, self.state
-        tb = self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
-        bar = self._bar = Progress(cfg.total_env_steps, cfg.progress)
+        actor, st = self.actor, self.core.state
+        assert actor is not None
+        self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
+        self._bar = Progress(cfg.total_env_steps, cfg.progress)
         try:
-            random_steps = 0 if self.demos is not None else cfg.random_steps
             if not self.resume or st.evals == 0:
-                self._evaluate_and_checkpoint(tb, bar)
-            bar.advance_to(st.env_steps)
-            obs, ep_len, ep_seed = self._new_episode()
-            metrics: dict = {}
-            eval_due = False
-            while st.env_steps < cfg.total_env_steps:
-                o = self.adapter.to_learner(obs)
-                if st.env_steps < random_steps:
-                    a = self.random_rng.uniform(-1.0, 1.0, self.action_dim).astype(np.float32)
-                else:
-                    a = self.agent.act(self._norm(o), deterministic=False, generator=self.act_gen)
-                a = np.asarray(a, dtype=np.float32)
-                if ep_len == 0:  # begin lazily: a budget-ended run leaves no empty episode
-                    begin = {"source": SOURCE_ONLINE, "version": st.updates, "seed": ep_seed}
-                    self.held.push(Held("begin", begin))
-                obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
-                a_exec, intervened = self._executed(a)
-                step = {
-                    "obs_learner": o,
-                    "action": a_exec,
-                    "policy_action": a,
-                    "terminated": bool(terminated),
-                    "truncated": bool(truncated),
-                    "intervened": intervened,
-                    "policy_version": st.updates,
-                    "stamp_s": obs_stamp(obs),
-                    "next_obs_learner": self.adapter.to_learner(obs),
-                }
-                self.held.push(Held("step", step, self._pending_key(), float(reward)))
-                st.env_steps += 1
-                ep_len += 1
-                self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
-                done = bool(terminated or truncated)
-                if done:
-                    meta = self._intervention_meta()
-                    self.held.push(Held("end", {"success": self._ep_success, "meta": meta}))
-                if self.late_rewards is not None:
-                    self.held.label(self.late_rewards.poll())
-                n_data = len(self.mixer)
-                if n_data >= max(cfg.learning_starts, 1):
-                    self._fit_normalizer()
-                    metrics = self.agent.update(self._sample)
-                    st.updates += 1
-                    if self.on_update is not None:
-                        self.on_update(st.updates, metrics)
-                if metrics and st.env_steps % cfg.log_every_steps == 0:
-                    for k, v in metrics.items():
-                        tb.add_scalar(f"learner/{k}", float(v), st.env_steps)
-                    tb.add_scalar("learner/updates", st.updates, st.env_steps)
-                bar.advance_to(st.env_steps)
-                if st.env_steps % cfg.eval_every_steps == 0 or st.env_steps == cfg.total_env_steps:
-                    eval_due = True
-                if eval_due and (done or not self.eval_between_episodes):
-                    self._evaluate_and_checkpoint(tb, bar)
-                    eval_due = False
-                if done:
-                    obs, ep_len, ep_seed = self._new_episode()
-            if ep_len > 0:  # the env-step budget ended mid-episode: close it
-                meta = {"cut_by_budget": True, **self._intervention_meta()}
-                self.held.push(Held("end", {"success": self._ep_success, "meta": meta}))
-            if self.late_rewards is not None:
-                self.held.label(self.late_rewards.drain(self.late_reward_drain_s))
-            self.held.give_up()
-            if eval_due:  # deferred (eval_between_episodes) past the budget-cut episode
-                self._evaluate_and_checkpoint(tb, bar)
+                self._evaluate_and_checkpoint()
+            self._bar.advance_to(st.env_steps)
+            actor.run()  # steps, learns (after_step) and ends with the final evaluation
         finally:
-            bar.close()
-            tb.close()
-            log.close()
-            self.log = self.writer.log = None
-        last = self._evals[-1] if self._evals else {}
+            self._open = False
+            self._bar.close()
+            self._tb.close()
+        self._sync()
+        last = self.core.evals[-1] if self.core.evals else {}
         ckpt = latest_checkpoint(self.run_dir)
         return TrainResult(
             run_dir=str(self.run_dir),
@@ -359,110 +323,105 @@ class Trainer:
             checkpoint=str(ckpt) if ckpt else "",
         )
 
-    def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:
-        """(executed action in policy space, intervened) of the step just taken with ``a``."""
-        if self.intervention is None:
-            return a, False
-        rec = self.intervention.last_step
-        if rec is None:
-            raise RuntimeError(
-                "the intervention wrapper has no record of the step just taken; hand the "
-                "Trainer the Intervention wrapper that is (or is inside) its env"
-            )
-        self.interventions_total += int(rec.onset)
-        self.intervened_steps_total += int(rec.intervened)
-        if not rec.intervened:
-            return a, False
-        return self.amap.to_policy(rec.action), True
+    def after_step(self, done: bool) -> None:
+        """In-process link: learn after every env step (exact UTD), evaluate when due."""
+        cfg, core, st, tb = self.cfg, self.core, self.core.state, self._tb
+        self._sync()
+        if core.ready:
+            self._metrics, _ = core.update()
+            if self.on_update is not None:
+                self.on_update(st.updates, self._metrics)
+        if self._metrics and st.env_steps % cfg.log_every_steps == 0:
+            for k, v in self._metrics.items():
+                tb.add_scalar(f"learner/{k}", float(v), st.env_steps)
+            tb.add_scalar("learner/updates", st.updates, st.env_steps)
+        self._bar.advance_to(st.env_steps)
+        if st.env_steps % cfg.eval_every_steps == 0 or st.env_steps == cfg.total_env_steps:
+            self._eval_due = True
+        if self._eval_due and (done or not self.eval_between_episodes):
+            self._evaluate_and_checkpoint()
 
-    def _intervention_meta(self) -> dict:
-        """The episode's intervention counters for the log metadata ({} without a teleop)."""
-        if self.intervention is None:
-            return {}
-        return self.intervention.episode_stats.as_dict()
+    def finish(self, ok: bool) -> None:
+        """In-process link: the evaluation deferred past the budget-cut episode."""
+        if ok and self._eval_due:
+            self._sync()
+            self._evaluate_and_checkpoint()
 
-    def _pending_key(self) -> tuple[int, int] | None:
-        """(episode, step) of the step just taken if its learned reward is still pending."""
-        if self.late_rewards is None:
-            return None
-        rec = self.late_rewards.last_step
-        return (rec.episode, rec.step) if rec is not None and rec.pending else None
-
-    def _report_episode(self, success: bool, meta: Mapping[str, Any], ep_ret: float) -> None:
+    def _report_episode(self, st: ActorStats, ep_ret: float, success: bool, meta: dict) -> None:
         """Tensorboard and progress for an env episode whose steps were written."""
-        st, tb = self.state, self._tb
-        tb.add_scalar("train/episode_return", ep_ret, st.env_steps)
-        tb.add_scalar("train/episode_success", float(success), st.env_steps)
+        tb, step = self._tb, st.env_steps
+        tb.add_scalar("train/episode_return", ep_ret, step)
+        tb.add_scalar("train/episode_success", float(success), step)
         for k, v in meta.items():
-            tb.add_scalar(f"train/{k}", float(v), st.env_steps)
+            if isinstance(v, (bool, int, float)):
+                tb.add_scalar(f"train/{k}", float(v), step)
         if self.late_rewards is not None:
             for k, v in self.late_rewards.stats().items():
-                tb.add_scalar(f"reward/{k}", float(v), st.env_steps)
-            tb.add_scalar("reward/dropped_steps", self.held.dropped, st.env_steps)
+                tb.add_scalar(f"reward/{k}", float(v), step)
+            tb.add_scalar("reward/dropped_steps", self.held.dropped, step)
         self._bar.episode(ep_ret, success, meta.get("intervention_rate"))
-
-    def _norm(self, o: Mapping) -> Mapping:
-        return self.norm.obs(o) if self.norm is not None else o
-
-    def _sample(self) -> Any:
-        b = self.mixer.sample(self.cfg.batch_size, self.sample_rng)
-        if self.cfg.reward_offset != 0.0:
-            b = dataclasses.replace(b, reward=b.reward + self.cfg.reward_offset)
-        return self.norm.batch(b) if self.norm is not None else b
 
     def to_agent_obs(self, obs: Mapping) -> Mapping:
         """Env observation -> what the agent reads (learner layout, state normalised)."""
-        return self._norm(self.adapter.to_learner(obs))
+        return self.core.norm_obs(self.adapter.to_learner(obs))
 
-    def _fit_normalizer(self) -> None:
-        """Fit the state normaliser once (no-op if fitted, disabled or there is no state)."""
-        if self.norm is None and self.cfg.normalize_state and self.layout.state_dim > 0:
-            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
-            self.state.state_norm = self.norm.to_json()
-
-    def _new_episode(self) -> tuple[Any, int, int]:
-        """Reset the training env; returns (obs, length 0, reset seed)."""
-        st = self.state
-        seed = self.cfg.seed + st.episodes
-        obs, _ = self.env.reset(seed=seed)
-        st.episodes += 1
-        self._ep_success = False
-        return obs, 0, seed
-
-    def _evaluate_and_checkpoint(self, tb: Any, bar: Progress) -> None:
-        cfg, st = self.cfg, self.state
-        if self._evals and self._evals[-1]["env_steps"] == st.env_steps:
-            return  # already evaluated at this step (e.g. total a multiple of eval_every)
-        t0 = time.perf_counter()
-        res = evaluate(
-            self.eval_env, self.agent, self.to_agent_obs, cfg.eval_episodes, cfg.eval_seed
-        )
+    def _evaluate_and_checkpoint(self) -> None:
+        self._eval_due = False
+        a = self.actor.stats  # type: ignore[union-attr]
         row = {
-            "env_steps": st.env_steps,
-            "updates": st.updates,
-            "episodes": st.episodes,
-            "success_rate": res.success_rate,
-            "mean_return": res.mean_return,
-            "mean_length": res.mean_length,
-            "eval_episodes": cfg.eval_episodes,
-            "eval_wall_s": time.perf_counter() - t0,
-            "interventions": self.interventions_total,
-            "intervened_steps": self.intervened_steps_total,
+            "episodes": self.core.state.episodes,
+            "interventions": a.interventions,
+            "intervened_steps": a.intervened_steps,
         }
-        self._evals.append(row)
-        with open(self.run_dir / EVAL_JSONL, "a") as f:
-            f.write(json.dumps(row) + "\n")
-        tb.add_scalar("eval/success_rate", res.success_rate, st.env_steps)
-        tb.add_scalar("eval/mean_return", res.mean_return, st.env_steps)
-        tb.flush()
-        write_learning_curve(
-            self.run_dir / CURVE_PNG,
-            [e["env_steps"] for e in self._evals],
-            [e["success_rate"] for e in self._evals],
-            [e["mean_return"] for e in self._evals],
-            title=str(self.run_dir.name),
-        )
-        bar.eval(res.success_rate)
-        st.evals += 1
-        st.capture(self._np_rngs(), self._torch_rngs())
-        save_checkpoint(self.run_dir, self.agent, st)
+        self.core.evaluate_and_checkpoint(
+            row, self.eval_env, self.to_agent_obs, self._tb, self._bar,
+            self._np_rngs(), self._torch_rngs(),
+        )  # fmt: skip
+
+
+class _AgentPolicy:
+    """The embedded actor acts with the learner's own agent: no snapshot, always current."""
+
+    def __init__(self, core: LearnerCore, generator: torch.Generator) -> None:
+        self.core, self.generator = core, generator
+
+    @property
+    def version(self) -> int:
+        return self.core.state.updates
+
+    def act(self, obs_learner: Mapping[str, Any]) -> np.ndarray:
+        o = self.core.norm_obs(obs_learner)
+        return self.core.agent.act(o, deterministic=False, generator=self.generator)
+
+    def load(self, version: int, snapshot: Mapping[str, Any]) -> None:
+        raise RuntimeError("the embedded actor acts with the learner's agent; nothing to load")
+
+    def save(self, path: Path) -> None:
+        raise RuntimeError("the embedded actor acts with the learner's agent; nothing to save")
+
+
+class _InProcessLink:
+    """The embedded transport: written steps go straight into the learner's buffers (its
+    Router), and the learner updates after every env step. Never paused, never stopped by the
+    learner (the step budget stops the actor), no weights to load."""
+
+    run_state = "running"
+    fatal_error = None
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def attach(self, log: EpisodeLog, stats: ActorStats) -> Any:
+        return self.trainer.router
+
+    def after_step(self, done: bool) -> None:
+        self.trainer.after_step(done)
+
+    def idle(self) -> None:
+        pass
+
+    def latest_weights(self) -> None:
+        return None
+
+    def finish(self, ok: bool) -> None:
+        self.trainer.finish(ok)

@@ -54,29 +54,20 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from robot_rl.actor.policy import policy_snapshot
 from robot_rl.core.batch import ObsLayout
-from robot_rl.learner.checkpoint import (
-    TrainerState,
-    latest_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from robot_rl.learner.checkpoint import TrainerState
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.evaluate import evaluate
-from robot_rl.learner.normalize import StateNormalizer
-from robot_rl.learner.plots import write_learning_curve
+from robot_rl.learner.core import LearnerCore
 from robot_rl.learner.routing import Router
 from robot_rl.learner.rundir import (
     CURVE_PNG,
-    EVAL_JSONL,
     TB_DIR,
     prepare_run_dir,
     write_json_atomic,
 )
-from robot_rl.replay import Mixer, ObsAdapter, ReplayBuffer
+from robot_rl.replay import ObsAdapter, ReplayBuffer
 from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
 from robot_rl.transport.log_sink import LogSink, row_obs
 from robot_rl.transport.server import LearnerServer, LearnerServerConfig
@@ -158,22 +149,12 @@ class RemoteLearner:
             raise ValueError("eval_env's observation layout differs from the learner's")
         prepare_run_dir(self.run_dir, resume, cfg, layout, action_dim, run_meta, ACTORS_DIR)
         self.resume = resume
-        torch.set_num_threads(cfg.num_threads)
-        self.agent = make_agent(layout, self.action_dim)
-        self.state = TrainerState()
-        self.sample_rng = np.random.default_rng((cfg.seed, 1))
-        self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
-        self.demos = demos if demos is not None and len(demos) > 0 else None
-        self.demo_buffer = self.demos
-        if cfg.intervention_mode == "hil-serl":
-            extra = cfg.buffer_capacity
-            self.demo_buffer = (
-                self.demos.resized(len(self.demos) + extra)
-                if self.demos is not None
-                else ReplayBuffer(extra, layout, self.action_dim, device)
-            )
-        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
-        self.norm: StateNormalizer | None = None
+        # any actor may have a human: hil-serl always gets room for intervened transitions
+        self.core = LearnerCore(
+            cfg, make_agent, layout, self.action_dim, self.run_dir, demos, device, True
+        )
+        self.agent, self.online, self.mixer = self.core.agent, self.core.online, self.core.mixer
+        self.demos, self.demo_buffer = self.core.demos, self.core.demo_buffer
         self._rows: queue.SimpleQueue[tuple[str, dict[str, np.ndarray]]] = queue.SimpleQueue()
         self._routers: dict[str, tuple[Router, int]] = {}  # actor -> (router, its last episode)
         self.budget = 0  # updates owed to received env steps
@@ -186,31 +167,24 @@ class RemoteLearner:
         )
         self.sink: LogSink | None = None
         self.server: LearnerServer | None = None
-        self._evals: list[dict] = []
         self._stop_reason = ""
+
+    @property
+    def state(self) -> TrainerState:
+        return self.core.state
 
     # -- setup -------------------------------------------------------------------------------
 
     def open(self) -> LearnerServer:
         """Restore (resume), rebuild the buffers from the actor logs, start serving."""
         if self.resume:
-            ckpt = latest_checkpoint(self.run_dir)
-            if ckpt is not None:
-                self.state = load_checkpoint(ckpt, self.agent)
-                self.state.restore({"sample": self.sample_rng}, {})
-                if self.state.state_norm is not None:
-                    self.norm = StateNormalizer.from_json(self.state.state_norm)
-            evals = self.run_dir / EVAL_JSONL
-            if evals.exists():
-                self._evals = [json.loads(s) for s in evals.read_text().splitlines() if s.strip()]
+            self.core.restore({}, {})
         self.sink = LogSink(
             self.run_dir / ACTORS_DIR, self.layout, self.action_dim, on_rows=self._on_rows
         )
         steps = 0
         for actor_id in self.sink.actors():
-            router = Router(
-                self.cfg.intervention_mode, self.online, self.demo_buffer, self.cfg.rlif_penalty
-            )
+            router = self.core.router()
             router.rebuild(self.sink.log_of(actor_id), ("online",))
             steps += self.sink.acked_through(actor_id) + 1
             self._routers[actor_id] = (router, -1)
@@ -242,7 +216,7 @@ class RemoteLearner:
         next_stats = 0.0
         next_eval = (st.env_steps // cfg.eval_every_steps + 1) * cfg.eval_every_steps
         try:
-            if not self._evals:
+            if not self.core.evals:
                 self._evaluate_and_checkpoint(bar)
             while True:
                 if should_stop():
@@ -255,7 +229,7 @@ class RemoteLearner:
                     self._stop_reason = "steps"
                 if self._stop_reason:
                     break
-                if self.budget > 0 and len(self.mixer) >= max(cfg.learning_starts, 1):
+                if self.budget > 0 and self.core.ready:
                     self._update(tb)
                 now = time.monotonic()
                 if now >= next_stats:
@@ -274,7 +248,7 @@ class RemoteLearner:
             self._stats(tb)
             tb.close()
             self.close()
-        last = self._evals[-1] if self._evals else {}
+        last = self.core.evals[-1] if self.core.evals else {}
         return {
             "run_dir": str(self.run_dir),
             "env_steps": st.env_steps,
@@ -301,7 +275,7 @@ class RemoteLearner:
         """Run the updates still owed to received steps (one per env step, as embedded), so that
         a learner slower than its actors ends at the same update count as the embedded loop.
         A signal (``should_stop``) cuts it short."""
-        if self.budget <= 0 or len(self.mixer) < max(self.cfg.learning_starts, 1):
+        if self.budget <= 0 or not self.core.ready:
             return
         log.info("learner: %d updates owed to received steps; running them", self.budget)
         while self.budget > 0 and not should_stop():
@@ -344,9 +318,7 @@ class RemoteLearner:
     def _route(self, actor_id: str, steps: Mapping[str, np.ndarray]) -> int:
         router, last_ep = self._routers.get(actor_id, (None, -1))
         if router is None:
-            router = Router(
-                self.cfg.intervention_mode, self.online, self.demo_buffer, self.cfg.rlif_penalty
-            )
+            router = self.core.router()
         lay = self.layout
         eps = steps[EPISODE].tolist()
         for r, ep in enumerate(eps):
@@ -365,7 +337,7 @@ class RemoteLearner:
         self._routers[actor_id] = (router, last_ep)
         n = len(eps)
         self.state.env_steps += n
-        if len(self.mixer) >= max(self.cfg.learning_starts, 1):
+        if self.core.ready:
             self.budget += n
         return n
 
@@ -373,13 +345,7 @@ class RemoteLearner:
 
     def _update(self, tb: Any) -> None:
         cfg, st = self.cfg, self.state
-        fitted_now = False
-        if self.norm is None and cfg.normalize_state and self.layout.state_dim > 0:
-            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
-            st.state_norm = self.norm.to_json()
-            fitted_now = True
-        metrics = self.agent.update(self._sample)
-        st.updates += 1
+        metrics, fitted_now = self.core.update()
         self.budget -= 1
         if st.updates % cfg.log_every_steps == 0:
             for k, v in metrics.items():
@@ -389,14 +355,8 @@ class RemoteLearner:
         if fitted_now or st.updates % self.remote.publish_every_updates == 0:
             self._publish()
 
-    def _sample(self) -> Any:
-        b = self.mixer.sample(self.cfg.batch_size, self.sample_rng)
-        if self.cfg.reward_offset != 0.0:
-            b = dataclasses.replace(b, reward=b.reward + self.cfg.reward_offset)
-        return self.norm.batch(b) if self.norm is not None else b
-
     def _publish(self) -> None:
-        snap = policy_snapshot(self.agent, self.layout, self.norm, self.cfg.normalize_state)
+        snap = policy_snapshot(self.agent, self.layout, self.core.norm, self.cfg.normalize_state)
         self.version += 1
         self.server.publish_weights(self.version, snap)  # type: ignore[union-attr]
         write_json_atomic(self.run_dir / VERSION_JSON, {"version": self.version})
@@ -405,8 +365,7 @@ class RemoteLearner:
         return int(_read_json(self.run_dir / VERSION_JSON, {"version": 0})["version"])
 
     def to_agent_obs(self, obs: Mapping) -> Mapping:
-        o = self._eval_adapter.to_learner(obs)  # type: ignore[union-attr]
-        return self.norm.obs(o) if self.norm is not None else o
+        return self.core.norm_obs(self._eval_adapter.to_learner(obs))  # type: ignore[union-attr]
 
     # -- control, stats, evaluation ----------------------------------------------------------
 
@@ -449,45 +408,13 @@ class RemoteLearner:
         write_json_atomic(self.run_dir / ACTORS_JSON, actors)
 
     def _evaluate_and_checkpoint(self, bar: Any) -> None:
-        cfg, st = self.cfg, self.state
-        if self._evals and self._evals[-1]["env_steps"] == st.env_steps:
-            return
         row: dict[str, Any] = {
-            "env_steps": st.env_steps,
-            "updates": st.updates,
             "weights_version": self.version,
             "actors": {a: self.sink.acked_through(a) + 1 for a in self.sink.actors()},  # type: ignore[union-attr]
         }
-        if self.eval_env is not None and cfg.eval_episodes > 0:
-            t0 = time.perf_counter()
-            res = evaluate(
-                self.eval_env, self.agent, self.to_agent_obs, cfg.eval_episodes, cfg.eval_seed
-            )
-            row.update(
-                success_rate=res.success_rate,
-                mean_return=res.mean_return,
-                mean_length=res.mean_length,
-                eval_episodes=cfg.eval_episodes,
-                eval_wall_s=time.perf_counter() - t0,
-            )
-            bar.eval(res.success_rate)
-            self._tb.add_scalar("eval/success_rate", res.success_rate, st.env_steps)
-            self._tb.add_scalar("eval/mean_return", res.mean_return, st.env_steps)
-        self._evals.append(row)
-        with open(self.run_dir / EVAL_JSONL, "a") as f:
-            f.write(json.dumps(row) + "\n")
-        rated = [e for e in self._evals if "success_rate" in e]
-        if rated:
-            write_learning_curve(
-                self.run_dir / CURVE_PNG,
-                [e["env_steps"] for e in rated],
-                [e["success_rate"] for e in rated],
-                [e["mean_return"] for e in rated],
-                title=str(self.run_dir.name),
-            )
-        st.evals += 1
-        st.capture({"sample": self.sample_rng}, {})
-        save_checkpoint(self.run_dir, self.agent, st)
+        self.core.evaluate_and_checkpoint(
+            row, self.eval_env, self.to_agent_obs, self._tb, bar, {}, {}
+        )
 
 
 def _read_json(path: Path, default: Any) -> Any:

@@ -235,3 +235,50 @@ def test_held_steps_drop_failed_and_given_up_steps():
     held.give_up()
     assert [h.kind for h in out] == ["begin", "step", "end"]
     assert held.dropped == 3 and held.waiting == 0 and len(held) == 0
+
+
+def test_a_distributed_actor_sends_only_labelled_steps(tmp_path):
+    """The same actor loop behind gRPC (robot-rl actor --reward): the learner's copy of the
+    log holds each labelled step once, in order, with its label's reward; failed steps are
+    dropped before they are sent."""
+    from robot_rl.actor.links import RemoteLink
+    from robot_rl.actor.loop import Actor, ActorConfig
+    from robot_rl.actor.policy import ActingPolicy
+    from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.replay import ObsAdapter
+    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
+    from robot_rl.transport.codec import layout_fingerprint
+    from robot_rl.transport.log_sink import LogSink
+    from robot_rl.transport.server import LearnerServer, LearnerServerConfig
+
+    fail = frozenset({(0, 3), (1, 0), (1, 1)})
+    withhold = frozenset({(4, 2)})
+    rewarder = LateRewarder(fail=fail, withhold=withhold)
+    env = LearnedReward(PointEnv(12), rewarder, {CAM: ConstCamera()}, deadline_s=0.0)
+    layout = ObsAdapter(env.observation_space).layout
+    adim = ActionMap(env.action_space).dim
+    sink = LogSink(tmp_path / "learner", layout, adim)
+    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id="arm"),
+        layout_fingerprint(layout, adim),
+    )
+    try:
+        policy = ActingPolicy(sac_factory(small_sac())(layout, adim), layout, True, seed=0)
+        cfg = ActorConfig(total_env_steps=60, random_steps=60, late_reward_drain_s=1.0)
+        actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg, late_rewards=env)
+        st = actor.run()
+        assert st.stopped_by == "steps" and st.dropped_steps == len(fail | withhold)
+        assert st.acked_through == st.logged_transitions - 1 == 60 - len(fail | withhold) - 1
+        theirs = [ep for ep in sink.log_of("arm").iter_episodes()]
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+    written = np.concatenate([ep["reward"] for ep in theirs])
+    expected = [reward_of(*k) for k in rewarder.submitted if k not in fail | withhold]
+    np.testing.assert_allclose(written, expected, rtol=1e-6)
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr") as mine:
+        ours = np.concatenate([ep["reward"] for ep in mine.iter_episodes()])
+        assert all(ep.reward_model_id == "late-test" for ep in mine.episodes)
+    np.testing.assert_array_equal(ours, written)

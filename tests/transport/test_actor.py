@@ -12,6 +12,7 @@ from polling import poll_until
 
 from policies.config import SACConfig
 from policies.sac import SACAgent
+from robot_rl.actor.links import RemoteLink
 from robot_rl.actor.loop import Actor, ActorConfig
 from robot_rl.actor.policy import ActingPolicy, policy_snapshot
 from robot_rl.cli.collect import LearnerEnvConfig
@@ -98,7 +99,8 @@ def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tm
         layout_fingerprint(layout, adim),
     )
     policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
-    actor = Actor(env, policy, tmp_path / "arm", client, ActorConfig(control_hz=100.0))
+    link = RemoteLink(client)
+    actor = Actor(env, policy, tmp_path / "arm", link, ActorConfig(control_hz=100.0))
     out: dict = {}
     thread = threading.Thread(target=lambda: out.update(stats=actor.run()), daemon=True)
     try:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from distributed_helpers import (
     SMALL_AGENT,
@@ -198,14 +199,20 @@ def test_wrong_token_is_refused_and_the_learner_keeps_serving(tmp_path, procs):
     assert finish(bad) == 2
     err = (tmp_path / "bad.err").read_text()
     assert "token" in err and "refused" in err, err
+    # The good actor rewards its steps with a learned reward (`--reward sim`: the twin's truth as
+    # the classifier's binary cost, through the same hook a classifier uses).
     good = start(
         tmp_path, "good", "actor", "--run", str(tmp_path / "good"), "--learner", address, *REACH,
-        "--steps", "60", "--no-progress", "--json", ROBOT_RL_TOKEN="s3cret",
+        "--steps", "60", "--reward", "sim", "--no-progress", "--json", ROBOT_RL_TOKEN="s3cret",
     )  # fmt: skip
     procs.append(good)
     assert finish(good) == 0, (tmp_path / "good.err").read_text()[-3000:]
     g = last_json(tmp_path, "good")
     assert g["stopped_by"] == "steps" and g["acked_through"] == g["logged_transitions"] - 1 >= 59
+    rows = assert_same_rows(tmp_path / "good" / "log.zarr", run / "actors" / "good" / "log.zarr")
+    assert rows == g["logged_transitions"]
+    rewards = log_rows(run / "actors" / "good" / "log.zarr", learner_side=True)["reward"]
+    assert set(np.unique(rewards).tolist()) <= {0.0, -1.0}  # not the twin's dense reward
     assert "bad" not in read_json(run / "actors.json")
     learner.send_signal(signal.SIGTERM)  # a clean stop: STOP to the actors, checkpoint
     assert finish(learner) == 0

@@ -1,0 +1,118 @@
+"""The distributed actor's link to the learner: its log as the outbox, streamed over gRPC.
+
+:class:`RemoteLink` is the :class:`robot_rl.actor.loop.ActorLink` of ``robot-rl actor``: after
+every step it pushes the log's durable rows from the learner's ``next_seq`` on without waiting
+(:class:`robot_rl.transport.client.LearnerClient` sends them on its own thread; a full queue
+only defers the push to the next step), and at the end it waits, bounded, for the learner to
+acknowledge the rest. The embedded trainer's link is in-process
+(:class:`robot_rl.learner.loop.Trainer`): everything else of the actor loop is shared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from robot_rl.replay import EpisodeLog
+from robot_rl.transport.outbox import LogOutbox
+
+
+class LearnerConnection(Protocol):
+    """What the link needs of its connection (``robot_rl.transport.client.LearnerClient``)."""
+
+    @property
+    def next_seq(self) -> int | None: ...
+
+    @property
+    def acked_through(self) -> int: ...
+
+    @property
+    def run_state(self) -> str: ...
+
+    @property
+    def fatal_error(self) -> Exception | None: ...
+
+    def push(self, first_seq: int, steps: Mapping[str, np.ndarray]) -> bool: ...
+
+    def latest_weights(self) -> tuple[int, dict[str, Any]] | None: ...
+
+    def wait_acked(self, seq: int, timeout_s: float | None = None) -> bool: ...
+
+
+class RemoteLink:
+    """The actor's log streamed to a remote learner (see the module docstring).
+
+    Args:
+        client: The connection (``LearnerClient``).
+        push_batch_steps: Most transitions per pushed batch.
+        drain_timeout_s: At the end, wait this long for the learner to acknowledge the rest of
+            the log, seconds.
+    """
+
+    def __init__(
+        self, client: LearnerConnection, push_batch_steps: int = 64, drain_timeout_s: float = 30.0
+    ) -> None:
+        if push_batch_steps < 1:
+            raise ValueError(f"push_batch_steps must be >= 1, got {push_batch_steps}")
+        if drain_timeout_s < 0:
+            raise ValueError(f"drain_timeout_s must be >= 0, got {drain_timeout_s}")
+        self.client = client
+        self.push_batch_steps = int(push_batch_steps)
+        self.drain_timeout_s = float(drain_timeout_s)
+        self._log: EpisodeLog | None = None
+        self._outbox: LogOutbox | None = None
+        self._stats: Any = None
+
+    def attach(self, log: EpisodeLog, stats: Any) -> None:
+        """The actor's log becomes the outbox; the learner routes on its side (no router)."""
+        self._log, self._outbox, self._stats = log, LogOutbox(log), stats
+        return None
+
+    @property
+    def run_state(self) -> str:
+        return self.client.run_state
+
+    @property
+    def fatal_error(self) -> Exception | None:
+        return self.client.fatal_error
+
+    def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
+        return self.client.latest_weights()
+
+    def after_step(self, done: bool) -> None:
+        self._pump()
+
+    def idle(self) -> None:
+        self._pump()
+
+    def _pump(self) -> None:
+        """Push the log's durable rows from the learner's next_seq on, without waiting."""
+        st, outbox = self._stats, self._outbox
+        assert outbox is not None, "attach() first"
+        end = outbox.end_seq
+        st.logged_transitions = end
+        while (s := self.client.next_seq) is not None and s < end:
+            stop = min(s + self.push_batch_steps, end)
+            if not self.client.push(s, outbox.read(s, stop)):
+                st.push_refused += 1
+                break
+            st.pushed_batches += 1
+        st.acked_through = self.client.acked_through
+
+    def finish(self, ok: bool) -> None:
+        """Push what is left and wait (bounded) for the learner to acknowledge it (after an
+        error too: what is logged should reach the learner)."""
+        assert self._log is not None and self._outbox is not None, "attach() first"
+        self._log.flush()
+        deadline = time.monotonic() + self.drain_timeout_s
+        end = self._outbox.end_seq
+        while time.monotonic() < deadline and self.client.acked_through < end - 1:
+            if self.client.fatal_error is not None:
+                break
+            self._pump()
+            self.client.wait_acked(end - 1, timeout_s=0.2)
+        self._stats.acked_through = self.client.acked_through
+        self._stats.logged_transitions = end

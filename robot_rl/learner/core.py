@@ -1,0 +1,197 @@
+"""The learner half, shared by the embedded trainer and the distributed learner.
+
+:class:`LearnerCore` owns what learns: the agent, the online and demo buffers (and their
+:class:`robot_rl.replay.Mixer`), the state normaliser (fitted once, when learning starts), the
+update (one ``agent.update`` on a mixed, reward-offset, normalised batch), the evaluation rows
+(``eval.jsonl``, ``learning_curve.png``), checkpoints and their restore. Transitions reach its
+buffers through :meth:`LearnerCore.router` (one :class:`robot_rl.learner.routing.Router` per
+actor stream):
+
+- embedded (:class:`robot_rl.learner.loop.Trainer`): the actor loop writes each step into the
+  router in the same process, and the trainer updates once per env step;
+- distributed (:class:`robot_rl.learner.remote.RemoteLearner`): rows arrive over gRPC, are
+  stored per actor, and are routed the same way; one update per received env step.
+
+Only the transport differs; the actor loop (:class:`robot_rl.actor.loop.Actor`) is shared too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.core.batch import ObsLayout
+from robot_rl.learner.checkpoint import (
+    TrainerState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from robot_rl.learner.config import TrainConfig
+from robot_rl.learner.evaluate import evaluate
+from robot_rl.learner.normalize import StateNormalizer
+from robot_rl.learner.plots import write_learning_curve
+from robot_rl.learner.routing import Router
+from robot_rl.learner.rundir import CURVE_PNG, EVAL_JSONL
+from robot_rl.replay import Mixer, ReplayBuffer
+
+
+class LearnerCore:
+    """Agent, buffers, normaliser, updates, evaluation rows and checkpoints (module docstring).
+
+    Args:
+        cfg: Loop settings (batch size, demo fraction, learning starts, intervention mode...).
+        make_agent: ``(layout, action_dim) -> agent`` (e.g. a ``policies.sac.SACAgent``).
+        layout: Observation layout of the transitions.
+        action_dim: Policy action size A.
+        run_dir: Where ``eval.jsonl``, the curve and the checkpoints go.
+        demos: Demo buffer (policy-space actions, same layout), or None.
+        device: Torch device of the RAM buffers.
+        intervention_room: With ``intervention_mode="hil-serl"``, give the demo buffer room for
+            ``buffer_capacity`` intervened transitions (an empty one without demos).
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        make_agent: Callable[[ObsLayout, int], Any],
+        layout: ObsLayout,
+        action_dim: int,
+        run_dir: Path,
+        demos: ReplayBuffer | None,
+        device: str,
+        intervention_room: bool,
+    ) -> None:
+        self.cfg, self.layout, self.action_dim = cfg, layout, int(action_dim)
+        self.run_dir = Path(run_dir)
+        torch.set_num_threads(cfg.num_threads)
+        self.agent = make_agent(layout, self.action_dim)
+        self.state = TrainerState()
+        self.sample_rng = np.random.default_rng((cfg.seed, 1))  # STYLE.md #11: its own stream
+        self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
+        self.demos = demos if demos is not None and len(demos) > 0 else None
+        self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
+        if cfg.intervention_mode == "hil-serl" and intervention_room:
+            extra = cfg.buffer_capacity
+            self.demo_buffer = (
+                self.demos.resized(len(self.demos) + extra)
+                if self.demos is not None
+                else ReplayBuffer(extra, layout, self.action_dim, device)
+            )
+        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
+        self.norm: StateNormalizer | None = None
+        self.evals: list[dict] = []
+
+    def router(self) -> Router:
+        """A new router into these buffers (one per stream of consecutive episodes)."""
+        cfg = self.cfg
+        return Router(cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty)
+
+    # -- learning ----------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Enough data to learn (``learning_starts`` transitions in the buffers)."""
+        return len(self.mixer) >= max(self.cfg.learning_starts, 1)
+
+    def update(self) -> tuple[dict, bool]:
+        """One agent update (fitting the normaliser first if it is due).
+
+        Returns:
+            (the update's metrics, whether the normaliser was fitted now).
+        """
+        fitted = self.fit_normalizer()
+        metrics = self.agent.update(self.sample)
+        self.state.updates += 1
+        return metrics, fitted
+
+    def sample(self) -> Any:
+        """A mixed batch: reward offset added, state normalised (what ``agent.update`` calls)."""
+        b = self.mixer.sample(self.cfg.batch_size, self.sample_rng)
+        if self.cfg.reward_offset != 0.0:
+            b = dataclasses.replace(b, reward=b.reward + self.cfg.reward_offset)
+        return self.norm.batch(b) if self.norm is not None else b
+
+    def fit_normalizer(self) -> bool:
+        """Fit the state normaliser once (no-op if fitted, disabled or there is no state)."""
+        if self.norm is None and self.cfg.normalize_state and self.layout.state_dim > 0:
+            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
+            self.state.state_norm = self.norm.to_json()
+            return True
+        return False
+
+    def norm_obs(self, o: Mapping) -> Mapping:
+        """A learner-layout observation as the agent reads it (state normalised once fitted)."""
+        return self.norm.obs(o) if self.norm is not None else o
+
+    # -- checkpoints and evaluation ----------------------------------------------------------
+
+    def restore(
+        self, np_rngs: dict[str, np.random.Generator], torch_rngs: dict[str, torch.Generator]
+    ) -> bool:
+        """Load the latest checkpoint (agent, counters, normaliser, the given RNGs' states) and
+        the evaluation rows; False if the run has no checkpoint yet."""
+        evals = self.run_dir / EVAL_JSONL
+        if evals.exists():
+            self.evals = [json.loads(s) for s in evals.read_text().splitlines() if s.strip()]
+        ckpt = latest_checkpoint(self.run_dir)
+        if ckpt is None:
+            return False
+        self.state = load_checkpoint(ckpt, self.agent)
+        self.state.restore({"sample": self.sample_rng, **np_rngs}, torch_rngs)
+        if self.state.state_norm is not None:
+            self.norm = StateNormalizer.from_json(self.state.state_norm)
+        return True
+
+    def evaluate_and_checkpoint(
+        self,
+        row: dict[str, Any],
+        eval_env: Any,
+        to_agent_obs: Callable[[Mapping], Mapping],
+        tb: Any,
+        bar: Any,
+        np_rngs: dict[str, np.random.Generator],
+        torch_rngs: dict[str, torch.Generator],
+    ) -> None:
+        """Evaluate on ``eval_env`` (None: no evaluation), append ``row`` (+ the results) to
+        ``eval.jsonl``, redraw the curve, checkpoint. Once per env step count."""
+        cfg, st = self.cfg, self.state
+        if self.evals and self.evals[-1]["env_steps"] == st.env_steps:
+            return  # already evaluated at this step (e.g. total a multiple of eval_every)
+        row = {"env_steps": st.env_steps, "updates": st.updates, **row}
+        if eval_env is not None and cfg.eval_episodes > 0:
+            t0 = time.perf_counter()
+            res = evaluate(eval_env, self.agent, to_agent_obs, cfg.eval_episodes, cfg.eval_seed)
+            row.update(
+                success_rate=res.success_rate,
+                mean_return=res.mean_return,
+                mean_length=res.mean_length,
+                eval_episodes=cfg.eval_episodes,
+                eval_wall_s=time.perf_counter() - t0,
+            )
+            tb.add_scalar("eval/success_rate", res.success_rate, st.env_steps)
+            tb.add_scalar("eval/mean_return", res.mean_return, st.env_steps)
+            tb.flush()
+            bar.eval(res.success_rate)
+        self.evals.append(row)
+        with open(self.run_dir / EVAL_JSONL, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        rated = [e for e in self.evals if "success_rate" in e]
+        if rated:
+            write_learning_curve(
+                self.run_dir / CURVE_PNG,
+                [e["env_steps"] for e in rated],
+                [e["success_rate"] for e in rated],
+                [e["mean_return"] for e in rated],
+                title=str(self.run_dir.name),
+            )
+        st.evals += 1
+        st.capture({"sample": self.sample_rng, **np_rngs}, torch_rngs)
+        save_checkpoint(self.run_dir, self.agent, st)
