@@ -45,6 +45,7 @@ from robot_rl.cli.train import (
     RewardFlags,
     TrainCmdConfig,
     from_json,
+    resumed_command,
     to_json,
 )
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
@@ -292,15 +293,11 @@ class ActorCmdConfig(RewardFlags):
 
 
 def _resolve_learner_resume(cmd: LearnerCmdConfig) -> LearnerCmdConfig:
-    from robot_rl.learner.rundir import read_run_config
-
-    stored = read_run_config(cmd.run).get("cli")
-    if stored is None:
-        raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by learner")
-    base = from_json(LearnerCmdConfig, {**stored, "run": str(cmd.run), "resume": True})
+    """For --resume: the stored settings with this call's budget, display, address and security
+    options (the token is never stored)."""
     keep = ("steps", "progress", "json", "bind", "allow_non_loopback", "token", "tls_cert",
             "tls_key", "stop_grace_s")  # fmt: skip
-    return dataclasses.replace(base, **{k: getattr(cmd, k) for k in keep})
+    return resumed_command(cmd, keep, "learner")
 
 
 def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:

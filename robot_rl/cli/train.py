@@ -36,6 +36,7 @@ import dataclasses
 import sys
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -332,14 +333,20 @@ def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
     """For --resume: the stored command config with this call's --steps (and display flags,
     and the ROS 2 connection options)."""
     from robot_rl.cli.train_ros import ROS_CONNECTION
-    from robot_rl.learner.loop import read_run_config
+
+    return resumed_command(cmd, ("steps", "progress", "json", *ROS_CONNECTION), "train")
+
+
+def resumed_command(cmd: Any, keep: Iterable[str], made_by: str) -> Any:
+    """For --resume: the command config (of ``cmd``'s type) stored in the run's config.json,
+    with this call's values of the options in ``keep``."""
+    from robot_rl.learner.rundir import read_run_config
 
     stored = read_run_config(cmd.run).get("cli")
     if stored is None:
-        raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by train")
-    base = from_json(TrainCmdConfig, {**stored, "run": str(cmd.run), "resume": True})
-    conn = {k: getattr(cmd, k) for k in ROS_CONNECTION}
-    return dataclasses.replace(base, steps=cmd.steps, progress=cmd.progress, json=cmd.json, **conn)
+        raise ValueError(f"{cmd.run}/config.json has no CLI settings; it was not made by {made_by}")
+    base = from_json(type(cmd), {**stored, "run": str(cmd.run), "resume": True})
+    return dataclasses.replace(base, **{k: getattr(cmd, k) for k in keep})
 
 
 @dataclass

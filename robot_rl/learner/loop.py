@@ -305,7 +305,7 @@ class Trainer:
             if not self.resume or st.evals == 0:
                 self._evaluate_and_checkpoint()
             self._bar.advance_to(st.env_steps)
-            actor.run()  # steps, learns (after_step) and ends with the final evaluation
+            actor.run()  # steps, learns (_learn) and ends with the final evaluation (_finish)
         finally:
             self._open = False
             self._bar.close()
@@ -323,7 +323,7 @@ class Trainer:
             checkpoint=str(ckpt) if ckpt else "",
         )
 
-    def after_step(self, done: bool) -> None:
+    def _learn(self, done: bool) -> None:
         """In-process link: learn after every env step (exact UTD), evaluate when due."""
         cfg, core, st, tb = self.cfg, self.core, self.core.state, self._tb
         self._sync()
@@ -341,7 +341,7 @@ class Trainer:
         if self._eval_due and (done or not self.eval_between_episodes):
             self._evaluate_and_checkpoint()
 
-    def finish(self, ok: bool) -> None:
+    def _finish(self, ok: bool) -> None:
         """In-process link: the evaluation deferred past the budget-cut episode."""
         if ok and self._eval_due:
             self._sync()
@@ -415,7 +415,7 @@ class _InProcessLink:
         return self.trainer.router
 
     def after_step(self, done: bool) -> None:
-        self.trainer.after_step(done)
+        self.trainer._learn(done)
 
     def idle(self) -> None:
         pass
@@ -424,4 +424,4 @@ class _InProcessLink:
         return None
 
     def finish(self, ok: bool) -> None:
-        self.trainer.finish(ok)
+        self.trainer._finish(ok)
