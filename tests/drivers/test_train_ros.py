@@ -323,7 +323,8 @@ def test_status_follower_steps_once_per_control_period_of_a_realtime_twin() -> N
 
 def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain: int) -> None:
     """`robot-rl actor --setup ... --learner HOST:PORT`: the twin behind ROS 2 as the actor's
-    robot; its layout is the learner's, and every transition it logged reaches the learner."""
+    robot, next to a second actor on the direct twin (robot + twin feeding one learner); each
+    actor's every logged transition reaches the learner, counted per actor."""
     import os
     import signal
     import subprocess
@@ -337,12 +338,20 @@ def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain
         cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
+    twin = None
     try:
         deadline = time.monotonic() + 120
         while not (run / "server.json").exists():
             assert time.monotonic() < deadline and learner.poll() is None, "learner not serving"
             time.sleep(0.1)
         address = json.loads((run / "server.json").read_text())["address"]
+        twin = subprocess.Popen(
+            [sys.executable, "-m", "robot_rl.cli.main", "actor", "--task", "reach", "--obs",
+             "state", "--learner", address, "--run", str(tmp_path / "twin"), "--steps", "40",
+             "--seed", "7", "--no-progress", "--json"],
+            cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
         setup = lockstep_setup(tmp_path / "setup.yaml")
         args = ["actor", "--setup", str(setup), "--launch", "--task", "reach", "--obs", "state"]
         args += ["--learner", address, "--run", str(tmp_path / "arm"), "--steps", "60"]
@@ -356,12 +365,20 @@ def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain
         got = json.loads(stdout)
         assert got["stopped_by"] == "steps" and got["env_steps"] == 60
         assert got["acked_through"] == got["logged_transitions"] - 1 == 59
+        twin_out, _ = twin.communicate(timeout=120)
+        assert twin.returncode == 0
+        t = json.loads(twin_out.strip().splitlines()[-1])
+        assert t["stopped_by"] == "steps" and t["acked_through"] == 39
         learner.send_signal(signal.SIGTERM)
         out, _ = learner.communicate(timeout=120)
         assert learner.returncode == 0
         res = json.loads(out.strip().splitlines()[-1])
-        assert res["actors"]["arm"]["transitions"] == 60 and res["replay_size"] == 60
+        assert res["actors"]["arm"]["transitions"] == 60
+        assert res["actors"]["twin"]["transitions"] == 40 and res["replay_size"] == 100
     finally:
+        if twin is not None and twin.poll() is None:
+            twin.kill()
+            twin.wait()
         if learner.poll() is None:
             learner.kill()
             learner.wait()
