@@ -24,6 +24,7 @@ Run directory::
     eval.jsonl            one JSON object per evaluation
     learning_curve.png    eval success rate and return vs env steps (rewritten at each eval)
     tb/                   tensorboard scalars
+    control               write PAUSE / RESUME / STOP here to pause, resume or end the run early
     actor.json            the actor loop's counters (ticks, interventions, dropped steps)
 
 Resume (``resume=True``): the agent, update counter and RNG states come from the latest
@@ -81,6 +82,7 @@ from robot_rl.learner.rundir import (
     RunExistsError,
     prepare_run_dir,
     read_run_config,
+    take_control_command,
 )
 from robot_rl.replay import EpisodeLog, ObsAdapter, ReplayBuffer
 
@@ -342,8 +344,9 @@ class Trainer:
             self._evaluate_and_checkpoint()
 
     def _finish(self, ok: bool) -> None:
-        """In-process link: the evaluation deferred past the budget-cut episode."""
-        if ok and self._eval_due:
+        """In-process link: the final evaluation, unless done at this step already (deferred
+        past the budget-cut episode, or a STOP from the control file)."""
+        if ok:
             self._sync()
             self._evaluate_and_checkpoint()
 
@@ -402,14 +405,22 @@ class _AgentPolicy:
 
 class _InProcessLink:
     """The embedded transport: written steps go straight into the learner's buffers (its
-    Router), and the learner updates after every env step. Never paused, never stopped by the
-    learner (the step budget stops the actor), no weights to load."""
+    Router), and the learner updates after every env step. Run control comes from the run's
+    control file (PAUSE / RESUME / STOP, as the distributed learner forwards it); there are no
+    weights to load."""
 
-    run_state = "running"
     fatal_error = None
 
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
+        self._state = "running"
+
+    @property
+    def run_state(self) -> str:
+        command = take_control_command(self.trainer.run_dir)
+        if command is not None:
+            self._state = {"PAUSE": "paused", "RESUME": "running", "STOP": "stopped"}[command]
+        return self._state
 
     def attach(self, log: EpisodeLog, stats: ActorStats) -> Any:
         return self.trainer.router

@@ -35,7 +35,7 @@ Run directory::
     actors.json           per-actor stats (rewritten every stats_every_s)
     server.json           the address actually bound (port 0 picks one)
     weights_version.json  the last published weights version
-    control               write PAUSE / RESUME / STOP here (``robot-rl learner-control``)
+    control               write PAUSE / RESUME / STOP here (``echo PAUSE > runs/x/control``)
     tb/                   tensorboard: learner/*, eval/*, actors/<id>/*
 """
 
@@ -65,6 +65,7 @@ from robot_rl.learner.rundir import (
     CURVE_PNG,
     TB_DIR,
     prepare_run_dir,
+    take_control_command,
     write_json_atomic,
 )
 from robot_rl.replay import ObsAdapter, ReplayBuffer
@@ -78,7 +79,6 @@ ACTORS_DIR = "actors"
 ACTORS_JSON = "actors.json"
 SERVER_JSON = "server.json"
 VERSION_JSON = "weights_version.json"
-CONTROL_FILE = "control"
 
 
 @dataclass(frozen=True)
@@ -371,19 +371,12 @@ class RemoteLearner:
 
     def _control_file(self) -> None:
         """Forward a PAUSE / RESUME / STOP written to run/control to every actor."""
-        path = self.run_dir / CONTROL_FILE
-        if not path.exists():
-            return
-        command = path.read_text().strip().upper()
-        path.unlink(missing_ok=True)
+        command = take_control_command(self.run_dir)
         if command == "STOP":
             self._stop_reason = "control"
             self.state.env_steps = max(self.state.env_steps, self.cfg.total_env_steps)
-            return
-        try:
+        elif command is not None:
             self.server.control(command, "learner: control file")  # type: ignore[union-attr]
-        except ValueError as e:
-            log.warning("%s: %s", path, e)
 
     def _stats(self, tb: Any) -> None:
         if self.server is None:

@@ -2,12 +2,13 @@
 
 Layout (see :mod:`robot_rl.learner.loop`)::
 
-    config.json  log.zarr/  checkpoints/  eval.jsonl  learning_curve.png  tb/
+    config.json  log.zarr/  checkpoints/  eval.jsonl  learning_curve.png  tb/  control
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -23,6 +24,11 @@ EVAL_JSONL = "eval.jsonl"
 CURVE_PNG = "learning_curve.png"
 TB_DIR = "tb"
 SOURCE_ONLINE = "online"
+CONTROL_FILE = "control"
+"""A person writes PAUSE, RESUME or STOP here to control a running run (either mode)."""
+CONTROL_COMMANDS = ("PAUSE", "RESUME", "STOP")
+
+log = logging.getLogger(__name__)
 
 
 class RunExistsError(FileExistsError):
@@ -46,6 +52,21 @@ def jsonable(x: Any) -> Any:
     if isinstance(x, (np.integer, np.floating)):
         return x.item()
     return x
+
+
+def take_control_command(run_dir: Path) -> str | None:
+    """The PAUSE / RESUME / STOP written to ``run_dir/control`` (the file is consumed), or None.
+    Any other word is logged and ignored."""
+    path = Path(run_dir) / CONTROL_FILE
+    try:
+        command = path.read_text().strip().upper()
+    except FileNotFoundError:
+        return None
+    path.unlink(missing_ok=True)
+    if command not in CONTROL_COMMANDS:
+        log.warning("%s: %r is not PAUSE, RESUME or STOP; ignored", path, command)
+        return None
+    return command
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -114,3 +114,25 @@ def test_resume_after_finish_extends(tmp_path):
     assert len(t.online) == 200
     res = t.run()
     assert res.env_steps == 300 and res.updates == first.updates + 100
+
+
+def test_control_file_stops_the_embedded_run_early_with_a_final_checkpoint(tmp_path):
+    run = tmp_path / "run"
+
+    def stop_at(i, m):
+        if i == 20:  # a person writes STOP mid-run, as for a distributed learner
+            (run / "control").write_text("STOP\n")
+
+    res = _trainer(run, _cfg(total_env_steps=1000, eval_every_steps=500), stop_at).run()
+    # update 1 follows env step 64 (learning_starts), update 20 step 83: no step after the STOP
+    assert res.env_steps == 83 and res.updates == 20
+    assert not (run / "control").exists()  # consumed
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
+    assert [e["env_steps"] for e in evals] == [0, res.env_steps]  # a final evaluation
+    state = json.loads((latest_checkpoint(run) / "trainer_state.json").read_text())
+    assert state["env_steps"] == res.env_steps
+    from robot_rl.replay import EpisodeLog
+
+    with EpisodeLog.open(run / "log.zarr", mode="r") as elog:
+        assert sum(e.length for e in elog.episodes) == res.env_steps
+        assert elog.episodes[-1].extra.get("ended_by") == "learner"
