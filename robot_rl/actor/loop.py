@@ -178,6 +178,21 @@ class ActorStats:
     last_returns: list[float] = field(default_factory=list)
 
 
+def check_sources(intervention: Any, late_rewards: Any) -> None:
+    """TypeError unless ``intervention`` / ``late_rewards`` are None or the env's intervention
+    / learned-reward wrappers (what the actor loop reads after each step)."""
+    if intervention is not None and not isinstance(intervention, InterventionSource):
+        raise TypeError(
+            f"intervention must expose last_step and episode_stats (an Intervention "
+            f"wrapper), got {type(intervention).__name__}"
+        )
+    if late_rewards is not None and not isinstance(late_rewards, LateRewardSource):
+        raise TypeError(
+            f"late_rewards must expose last_step, poll, drain and stats (a LearnedReward "
+            f"wrapper), got {type(late_rewards).__name__}"
+        )
+
+
 class Actor:
     """The actor loop (see the module docstring).
 
@@ -210,16 +225,7 @@ class Actor:
         on_episode: Callable[[ActorStats, float, bool, dict], None] | None = None,
         log_meta: Mapping[str, Any] | None = None,
     ) -> None:
-        if intervention is not None and not isinstance(intervention, InterventionSource):
-            raise TypeError(
-                f"intervention must expose last_step and episode_stats (an Intervention "
-                f"wrapper), got {type(intervention).__name__}"
-            )
-        if late_rewards is not None and not isinstance(late_rewards, LateRewardSource):
-            raise TypeError(
-                f"late_rewards must expose last_step, poll, drain and stats (a LearnedReward "
-                f"wrapper), got {type(late_rewards).__name__}"
-            )
+        check_sources(intervention, late_rewards)
         self.env, self.policy, self.link, self.cfg = env, policy, link, cfg
         self.run_dir = Path(run_dir)
         self.adapter = ObsAdapter(env.observation_space)

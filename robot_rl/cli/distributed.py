@@ -380,26 +380,13 @@ def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
 
 
 def _learner_demos(cmd: LearnerCmdConfig, layout: Any) -> Any:
-    """The demo buffer (relabelled with the binary cost for --learned-reward), or None."""
+    """The demo buffer (relabelled with the binary cost for --learned-reward), or None. Twin
+    data must match the collect settings too; with --layout-from only the layout counts."""
     if cmd.demos is None:
         return None
-    from robot_rl.replay import load_demos
+    from robot_rl.cli.train import load_demo_buffer
 
-    if cmd.layout_from is None:  # twin data: the collect settings must match too
-        from robot_rl.cli.train import same_data_settings
-        from robot_rl.replay import EpisodeLog
-
-        with EpisodeLog.open(cmd.demos, unfinished="drop", mode="r") as log:
-            stored = (getattr(log, "meta", None) or {}).get("env")
-        if not same_data_settings(stored, cmd.env):
-            raise ValueError(
-                f"demos {cmd.demos} were collected with env settings {stored} but the learner "
-                f"uses {cmd.env.data_settings()}; collect with the same --obs/--cameras/"
-                "--image-size/--control-rotation"
-            )
-    demos = load_demos(cmd.demos)
-    if demos.layout != layout:
-        raise ValueError(f"demos {cmd.demos} have observation layout {demos.layout}, not {layout}")
+    demos = load_demo_buffer(cmd.demos, cmd.env, layout, check_settings=cmd.layout_from is None)
     if cmd.learned_reward:
         from robot_rl.cli.reward_env import binary_cost
 

@@ -418,6 +418,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
         ``(trainer, resolved cmd, things to close())``.
     """
     from robot_rl.learner.loop import Trainer
+    from robot_rl.replay import ObsAdapter
 
     if cmd.resume:
         cmd = resolve_resume(cmd)
@@ -430,7 +431,8 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
     envs = build_envs(cmd)
     try:
-        demos = load_demo_buffer(cmd, envs.env) if cmd.demos is not None else None
+        layout = ObsAdapter(envs.env.observation_space).layout
+        demos = load_demo_buffer(cmd.demos, cmd.env, layout) if cmd.demos is not None else None
         if demos is not None and envs.late_rewards is not None:
             from robot_rl.cli.reward_env import binary_cost
 
@@ -531,21 +533,24 @@ def run_train(cmd: TrainCmdConfig) -> dict:
     return out
 
 
-def load_demo_buffer(cmd: TrainCmdConfig, env) -> Any:
-    """The demo ReplayBuffer from ``cmd.demos``, checked against the env's layout."""
-    from robot_rl.replay import EpisodeLog, ObsAdapter, load_demos
+def load_demo_buffer(
+    demos: Path, env_cfg: LearnerEnvConfig, layout: Any, check_settings: bool = True
+) -> Any:
+    """The demo ReplayBuffer from ``demos``, checked against the learner's layout (and, for
+    twin data, ``check_settings``: against the env settings it was collected with)."""
+    from robot_rl.replay import EpisodeLog, load_demos
 
-    path = Path(cmd.demos)
-    with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
-        stored = (getattr(log, "meta", None) or {}).get("env")
-    if not same_data_settings(stored, cmd.env):
-        raise ValueError(
-            f"demos {path} were collected with env settings {stored} but training uses "
-            f"{cmd.env.data_settings()}; collect with the same --obs/--cameras/--image-size/"
-            "--control-rotation or train with the demos' settings"
-        )
+    path = Path(demos)
+    if check_settings:
+        with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
+            stored = (getattr(log, "meta", None) or {}).get("env")
+        if not same_data_settings(stored, env_cfg):
+            raise ValueError(
+                f"demos {path} were collected with env settings {stored} but training uses "
+                f"{env_cfg.data_settings()}; collect with the same --obs/--cameras/--image-size/"
+                "--control-rotation or train with the demos' settings"
+            )
     buf = load_demos(path)
-    layout = ObsAdapter(env.observation_space).layout
     if getattr(buf, "layout", layout) != layout:
         raise ValueError(f"demos {path} have observation layout {buf.layout}, the env {layout}")
     return buf

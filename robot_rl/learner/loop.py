@@ -65,7 +65,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robot_rl.actor.loop import Actor, ActorConfig, ActorStats
+from robot_rl.actor.loop import Actor, ActorConfig, ActorStats, check_sources
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.learner.checkpoint import latest_checkpoint
@@ -162,16 +162,7 @@ class Trainer:
         late_rewards: LateRewardSource | None = None,
         late_reward_drain_s: float = 30.0,
     ) -> None:
-        if intervention is not None and not isinstance(intervention, InterventionSource):
-            raise TypeError(
-                f"intervention must expose last_step and episode_stats (an Intervention "
-                f"wrapper), got {type(intervention).__name__}"
-            )
-        if late_rewards is not None and not isinstance(late_rewards, LateRewardSource):
-            raise TypeError(
-                f"late_rewards must expose last_step, poll, drain and stats (a LearnedReward "
-                f"wrapper), got {type(late_rewards).__name__}"
-            )
+        check_sources(intervention, late_rewards)  # now, not when open() builds the actor
         self.env, self.eval_env, self.cfg = env, eval_env, cfg
         self.intervention, self.late_rewards = intervention, late_rewards
         self.late_reward_drain_s = float(late_reward_drain_s)
