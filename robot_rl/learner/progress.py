@@ -3,6 +3,8 @@ and the last evaluation (rich, on stderr)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -68,6 +70,13 @@ class Progress:
     def advance_to(self, steps: int) -> None:
         if self._bar is not None:
             self._bar.update(self._task, completed=steps)
+
+    def count(self, description: str, total: int) -> Callable[[int], None]:
+        """A second bar under the first (e.g. a learner's owed updates); returns ``done(n)``."""
+        if self._bar is None:
+            return lambda n: None
+        task = self._bar.add_task(description, total=total)
+        return lambda n: self._bar.update(task, completed=n)  # type: ignore[union-attr]
 
     def close(self) -> None:
         if self._bar is not None:

@@ -241,7 +241,7 @@ class RemoteLearner:
             self.server.control("STOP", f"learner: {self._stop_reason}")  # type: ignore[union-attr]
             self._linger()
             if self._stop_reason == "steps":
-                self._pay_owed_updates(tb, should_stop)
+                self._pay_owed_updates(tb, bar, should_stop)
             self._evaluate_and_checkpoint(bar)
         finally:
             bar.close()
@@ -271,15 +271,21 @@ class RemoteLearner:
             self.sink.close()
             self.sink = None
 
-    def _pay_owed_updates(self, tb: Any, should_stop: Callable[[], bool]) -> None:
+    def _pay_owed_updates(self, tb: Any, bar: Any, should_stop: Callable[[], bool]) -> None:
         """Run the updates still owed to received steps (one per env step, as embedded), so that
         a learner slower than its actors ends at the same update count as the embedded loop.
         A signal (``should_stop``) cuts it short."""
         if self.budget <= 0 or not self.core.ready:
             return
-        log.info("learner: %d updates owed to received steps; running them", self.budget)
+        owed = self.budget
+        log.warning(
+            "learner: %d updates owed to received steps; running them (Ctrl-C skips them and "
+            "still checkpoints)", owed,
+        )  # fmt: skip
+        done = bar.count("owed updates", owed)
         while self.budget > 0 and not should_stop():
             self._update(tb)
+            done(owed - self.budget)
         self._publish()
 
     def _linger(self) -> None:
