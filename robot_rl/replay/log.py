@@ -443,8 +443,8 @@ class EpisodeLog:
         for name in obs_fields(self.layout):
             data = np.stack([r[name] for r in self._pending_obs])
             jobs.append((self._arrays[name], o0, o1, data))
-        for job in jobs:  # all arrays, then (below) the commit record
-            write_rows(*job)
+        for job in jobs:  # all arrays (spare rows: resizes are a third of a flush), then commit
+            write_rows(*job, spare=True)
         self._num_steps, self._num_obs = n1, o1
         self._pending_steps, self._pending_obs = [], []
         self._write_commit()
@@ -455,6 +455,7 @@ class EpisodeLog:
             return
         if self.mode == "a":
             self.flush()
+            self._trim(self._num_steps, self._num_obs, len(self._episodes))  # the spare rows
         self._closed = True
 
     def __enter__(self) -> EpisodeLog:

@@ -133,9 +133,16 @@ def commit_record(n_steps: int, n_obs: int, n_eps: int, open_ep: dict | None) ->
     return {"num_steps": n_steps, "num_obs": n_obs, "num_episodes": n_eps, "open_episode": open_ep}
 
 
-def write_rows(arr: zarr.Array, start: int, stop: int, data: np.ndarray) -> None:
-    """Write rows [start, stop) of a time-major array, growing it."""
-    if arr.shape[0] != stop:
+def write_rows(
+    arr: zarr.Array, start: int, stop: int, data: np.ndarray, spare: bool = False
+) -> None:
+    """Write rows [start, stop) of a time-major array, growing it to ``stop`` rows (``spare``:
+    to at least twice its rows, so that appends rarely resize; rows past the commit record are
+    ignored by readers and cut on close and on reopen)."""
+    if spare:
+        if arr.shape[0] < stop:
+            arr.resize((max(stop, 2 * arr.shape[0], 64), *arr.shape[1:]))
+    elif arr.shape[0] != stop:
         arr.resize((stop, *arr.shape[1:]))
     arr[start:stop] = data
 
