@@ -66,15 +66,13 @@ from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.learner.evaluate import ActionMap, obs_stamp
 from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
-from robot_rl.learner.rundir import write_json_atomic
+from robot_rl.learner.rundir import LOG_ZARR, SOURCE_ONLINE, write_json_atomic
 from robot_rl.replay import EpisodeLog, ObsAdapter
 
 log = logging.getLogger(__name__)
 
 ACTOR_JSON = "actor.json"
-LOG_ZARR = "log.zarr"
 WEIGHTS_FILE = "weights.safetensors"
-SOURCE_ONLINE = "online"
 
 
 class Policy(Protocol):

@@ -148,7 +148,7 @@ class LearnerCmdConfig:
     def as_train(self) -> TrainCmdConfig:
         """The same settings as a ``train`` config (shared composition helpers)."""
         shared = {f.name for f in dataclasses.fields(TrainCmdConfig)}
-        kw = {k: getattr(self, k) for k in shared if hasattr(self, k) and k != "reward"}
+        kw = {k: getattr(self, k) for k in shared if hasattr(self, k)}
         kw["eval_episodes"] = max(self.eval_episodes, 1)
         return TrainCmdConfig(**kw)
 
@@ -483,6 +483,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             intervention=envs.intervention,
             late_rewards=envs.late_rewards,
             on_episode=None if progress is None else progress.episode,
+            log_meta={"role": "actor"},
         )
         _stop_on_signal(actor)
         stats = actor.run()

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.learner.rundir import write_json_atomic
+
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
 TRAINER_STATE = "trainer_state.json"
@@ -73,15 +75,6 @@ class TrainerState:
                 g.set_state(torch.tensor(self.torch_rngs[k], dtype=torch.uint8))
 
 
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save_checkpoint(run_dir: Path, agent: Any, state: TrainerState, keep: int = 2) -> Path:
     """Save ``agent`` (policies.io.save_agent) and ``state`` as a new checkpoint of ``run_dir``.
 
@@ -99,11 +92,11 @@ def save_checkpoint(run_dir: Path, agent: Any, state: TrainerState, keep: int = 
         shutil.rmtree(tmp)
     tmp.mkdir()
     save_agent(agent, tmp)
-    _atomic_write_json(tmp / TRAINER_STATE, asdict(state))
+    write_json_atomic(tmp / TRAINER_STATE, asdict(state), fsync=True)
     if ckpt.exists():
         shutil.rmtree(ckpt)
     os.replace(tmp, ckpt)
-    _atomic_write_json(root / LATEST, {"dir": name})
+    write_json_atomic(root / LATEST, {"dir": name}, fsync=True)
     old = sorted(p for p in root.glob("step_*") if p.is_dir() and p.name != name)
     for p in old[: max(0, len(old) - (keep - 1))]:
         shutil.rmtree(p, ignore_errors=True)

@@ -9,7 +9,7 @@ env reported ``info["is_success"]`` at any step.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -140,11 +140,6 @@ def evaluate(
                 break
         out.append(EvalEpisode(seed + i, ret, length, success))
     return EvalResult(tuple(out))
-
-
-def success_of(infos: Sequence[Mapping]) -> bool:
-    """Whether any of ``infos`` reported success."""
-    return any(bool(i.get(keys.INFO_SUCCESS, False)) for i in infos)
 
 
 def obs_stamp(obs: Mapping) -> float:

@@ -153,8 +153,6 @@ class RemoteLearner:
         self.core = LearnerCore(
             cfg, make_agent, layout, self.action_dim, self.run_dir, demos, device, True
         )
-        self.agent, self.online, self.mixer = self.core.agent, self.core.online, self.core.mixer
-        self.demos, self.demo_buffer = self.core.demos, self.core.demo_buffer
         self._rows: queue.SimpleQueue[tuple[str, dict[str, np.ndarray]]] = queue.SimpleQueue()
         self._routers: dict[str, tuple[Router, int]] = {}  # actor -> (router, its last episode)
         self.budget = 0  # updates owed to received env steps
@@ -253,8 +251,8 @@ class RemoteLearner:
             "run_dir": str(self.run_dir),
             "env_steps": st.env_steps,
             "updates": st.updates,
-            "replay_size": len(self.online),
-            "demo_buffer_size": 0 if self.demo_buffer is None else len(self.demo_buffer),
+            "replay_size": len(self.core.online),
+            "demo_buffer_size": 0 if self.core.demo_buffer is None else len(self.core.demo_buffer),
             "weights_version": self.version,
             "stopped_by": self._stop_reason,
             "final_eval": last,
@@ -362,7 +360,8 @@ class RemoteLearner:
             self._publish()
 
     def _publish(self) -> None:
-        snap = policy_snapshot(self.agent, self.layout, self.core.norm, self.cfg.normalize_state)
+        core = self.core
+        snap = policy_snapshot(core.agent, self.layout, core.norm, self.cfg.normalize_state)
         self.version += 1
         self.server.publish_weights(self.version, snap)  # type: ignore[union-attr]
         write_json_atomic(self.run_dir / VERSION_JSON, {"version": self.version})
@@ -387,7 +386,7 @@ class RemoteLearner:
     def _stats(self, tb: Any) -> None:
         if self.server is None:
             return
-        stats = self.server.publish_stats(self.state.updates, len(self.online))
+        stats = self.server.publish_stats(self.state.updates, len(self.core.online))
         actors = {}
         for a in stats.actors:
             row = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -69,13 +70,18 @@ def take_control_command(run_dir: Path) -> str | None:
     return command
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: Any, fsync: bool = False) -> None:
     """Write ``obj`` as JSON to ``path`` through a temporary file and a rename: a reader sees
-    the old or the new file, never half of one (no fsync: survives a process crash)."""
+    the old or the new file, never half of one. Survives a process crash; with ``fsync`` the
+    data reaches the disk before the rename (checkpoints)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    tmp.replace(path)
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def read_run_config(run_dir: Path) -> dict:
