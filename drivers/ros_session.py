@@ -7,6 +7,11 @@ its stamp and a receive counter), and :meth:`RosSession.wait_until` blocks the e
 condition over those slots, signalled by every callback. Service calls and parameter updates
 are synchronous with a timeout and raise :class:`RosTimeoutError` naming the service.
 
+Untrusted inbound topics (``teleop/*``: anyone may publish there, at any rate) are subscribed
+on the session's :attr:`RosSession.intake` (:mod:`drivers.ros.intake`): a second node with its
+own thread and a message-rate budget, so that a flood on them never delays the state, camera
+and service answers the env waits for.
+
 The context is private (``rclpy.Context``), so a session never touches rclpy's global default
 context and several sessions (or tests) can coexist in one process. The ROS environment
 (``ROS_DOMAIN_ID`` ...) is read from ``os.environ`` at :meth:`RosSession.start`, unless a
@@ -28,6 +33,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+
+from drivers.ros.intake import CommandIntake
 
 T = TypeVar("T")
 
@@ -89,6 +96,7 @@ class RosSession:
         self._node: Node | None = None
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
+        self._intake: CommandIntake | None = None
         self._clients: dict[tuple[type, str], Any] = {}
         self._lock = threading.Lock()
         self.synced: list[Latest] = []
@@ -137,6 +145,9 @@ class RosSession:
             if self._node is None:
                 return
             assert self._executor is not None and self._context is not None
+            if self._intake is not None:
+                self._intake.stop()
+                self._intake = None
             self._executor.shutdown(timeout_sec=2.0)
             self._node.destroy_node()
             if self._context.ok():
@@ -152,6 +163,16 @@ class RosSession:
         self.start()
         assert self._node is not None
         return self._node
+
+    @property
+    def intake(self) -> CommandIntake:
+        """The rate-budgeted intake for untrusted topics (created and started on first use)."""
+        node = self.node
+        with self._lock:
+            if self._intake is None:
+                self._intake = CommandIntake(node)
+                self._intake.start()
+            return self._intake
 
     def topic(self, name: str) -> str:
         """Fully qualified name of ``name`` in this namespace."""

@@ -160,17 +160,20 @@ class RosTeleop:
         """Subscribe to both topics (idempotent). Does not wait for a publisher."""
         if self._connected:
             return
-        node = self.session.node
+        # The session's rate-budgeted intake: a flood on the teleop topics (anyone may
+        # publish there) must not delay the state, images and service answers of the env.
+        intake = self.session.intake
         self._subs = [
-            node.create_subscription(TwistStamped, "teleop/twist", self._on_twist, qos.SENSOR),
-            node.create_subscription(Joy, "teleop/joy", self._on_joy, JOY_READER),
+            intake.subscribe(TwistStamped, "teleop/twist", self._on_twist, qos.SENSOR),
+            intake.subscribe(Joy, "teleop/joy", self._on_joy, JOY_READER),
         ]
         self._connected = True
 
     def disconnect(self) -> None:
         """Unsubscribe (and close the private session, if any). Idempotent."""
-        for sub in self._subs:
-            self.session.unsubscribe(sub)
+        if self._subs and self.session.started:
+            for sub in self._subs:
+                self.session.intake.unsubscribe(sub)
         self._subs = []
         self._connected = False
         if self._own_session:

@@ -1,9 +1,10 @@
 """SimCamera: a MuJoCo camera behind :class:`robot_rl.core.protocols.Camera`.
 
-Renders at ``read()`` time with a renderer shared per image size (shadows, reflections and
-anti-aliasing off). A frame is rendered only when the world changed since the last render
-(``SimWorld.step_count``); otherwise the same frame (same ``seq``) is returned, as a real
-camera with nothing new would. Every read returns a fresh array.
+Renders at ``read()`` time (on the world's render thread, :mod:`sim.gl`) with a renderer
+shared per image size (shadows, reflections and anti-aliasing off). A frame is rendered only
+when the world changed since the last render (``SimWorld.step_count``); otherwise the same
+frame (same ``seq``) is returned, as a real camera with nothing new would. Every read returns
+a fresh array.
 """
 
 from __future__ import annotations
@@ -56,9 +57,7 @@ class SimCamera:
         w = self.world
         if self._last is None or self._last_version != w.step_count:
             h, wd = self._spec.shape[:2]
-            r = w.renderer(h, wd)
-            r.update_scene(w.data, camera=self._name)
-            image = r.render()  # a new array per call
+            image = w.render(self._name, h, wd)  # a new array per call
             self._seq += 1
             self._last = Frame(image=image, stamp_s=float(w.data.time), seq=self._seq)
             self._last_version = w.step_count

@@ -357,6 +357,9 @@ class TwinNode(Node):
         pacer = getattr(self, "pacer", None)
         if pacer is not None:
             pacer.stop()
+        iface = getattr(self, "iface", None)
+        if iface is not None:
+            iface.intake.stop()
         super().destroy_node()
 
     # -- publishing -------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from robot_rl.core.clock import whole_ratio
 from sim import model as mdl
 from sim.config import SimConfig
 from sim.controller import CartesianImpedanceController, ControllerConfig
+from sim.gl import RenderThread
 
 _G = np.array([0.0, 0.0, -9.81])
 
@@ -105,7 +106,8 @@ class SimWorld:
         self.post_arm_reset_hooks: list[Callable[[], None]] = []
         self.step_hooks: list[Callable[[], None]] = []
         self._ik_data = mujoco.MjData(m)
-        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}  # render thread only
+        self._gl = RenderThread()
         self._vel = np.zeros(6)
         self.reset_physics()
 
@@ -335,22 +337,48 @@ class SimWorld:
 
     # -- rendering --------------------------------------------------------------------------
 
-    def renderer(self, height: int, width: int) -> mujoco.Renderer:
-        """A shared offscreen renderer of this size (created once, reused; shadows off)."""
+    def render(self, camera: str, height: int, width: int, repeat: int = 1) -> np.ndarray:
+        """Render MJCF camera ``camera`` as it sees :attr:`data` now.
+
+        Runs on the world's render thread (:mod:`sim.gl`: every OpenGL context of this world
+        lives on one thread, as EGL requires), whatever thread calls; a renderer per image
+        size is created once and reused (shadows, reflections and skybox off).
+
+        Args:
+            camera: MJCF camera name.
+            height: Image height, pixels.
+            width: Image width, pixels.
+            repeat: Render this many times (benchmarks); the last image is returned.
+
+        Returns:
+            (height, width, 3) uint8 RGB, a new array.
+        """
+        return self._gl.call(self._render, camera, height, width, repeat)
+
+    def _render(self, camera: str, height: int, width: int, repeat: int) -> np.ndarray:
         key = (height, width)
-        if key not in self._renderers:
+        r = self._renderers.get(key)
+        if r is None:
             r = mujoco.Renderer(self.model, height=height, width=width)
             r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
             r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
             r.scene.flags[mujoco.mjtRndFlag.mjRND_SKYBOX] = False
             self._renderers[key] = r
-        return self._renderers[key]
+        for _ in range(max(1, repeat)):
+            r.update_scene(self.data, camera=camera)
+            image = r.render()
+        return image
 
-    def close(self) -> None:
-        """Free the renderers (OpenGL contexts)."""
+    def _free_renderers(self) -> None:
         for r in self._renderers.values():
             r.close()
         self._renderers.clear()
+
+    def close(self) -> None:
+        """Free the renderers (OpenGL contexts, on their thread) and stop the render thread.
+        The world stays usable: a later :meth:`render` starts a new render thread."""
+        self._gl.close(final=self._free_renderers)
+        self._gl = RenderThread()
 
 
 class SimClock:

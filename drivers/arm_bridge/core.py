@@ -337,7 +337,9 @@ class ArmBridge:
         return self._estop
 
     def status(self) -> dict:
-        """The bridge status JSON object of the contract (plus ``last_command_s``)."""
+        """The bridge status JSON object of the contract (plus ``last_command_s`` and
+        ``executed_pose``: the last target sent to the backend, after the safety clip, or None)."""
+        executed = self.last_executed
         return {
             "stamp_s": float(self._stamp_s),
             "state": self._state,
@@ -347,4 +349,5 @@ class ArmBridge:
             "last_error": self.last_error,
             "recoveries": self.recoveries,
             "last_command_s": self.last_command_s,
+            "executed_pose": None if executed is None else [float(v) for v in executed.target_pose],
         }

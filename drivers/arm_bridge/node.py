@@ -4,7 +4,10 @@
 node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
 :class:`ArmBackend`, and ``sim/ros_node.py`` uses it for the twin.
 
-- subscribes ``target_pose`` (PoseStamped), ``gripper/command`` (Float64), COMMAND QoS;
+- subscribes ``target_pose`` (PoseStamped), ``gripper/command`` (Float64), COMMAND QoS, on a
+  separate intake node (``<node>_intake``) with its own thread and a message-rate budget
+  (:mod:`drivers.ros.intake`), so that no publisher on them (any rate, size or content) can
+  starve the services, timers and publishers of the node;
   malformed messages (NaN, non-unit quaternion, wrong frame) are logged with the reason,
   counted in ``status`` (``rejected``) and never executed;
 - publishes ``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench``, ``gripper/state``
@@ -58,6 +61,7 @@ from drivers.arm_bridge.params import (
     safety_to_dict,
 )
 from drivers.ros import convert, qos
+from drivers.ros.intake import DEFAULT_MAX_RATE_HZ, CommandIntake
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.types import RobotState, UnsafeCommandError
 
@@ -76,11 +80,13 @@ class BridgeInterface:
         now_fn: Current time in the bridge's time base (sim time or monotonic), seconds.
         accepting: Whether commands may be executed now (False: refused and counted, e.g. a
             lifecycle node that is not active).
-        callback_group: Group for subscriptions and the hold/estop services (default: a
-            reentrant group, so they never wait behind a long service call except on ``lock``).
+        callback_group: Group for the hold/estop services (default: a reentrant group, so they
+            never wait behind a long service call except on ``lock``).
         on_change: Called (under ``lock``) after every service call, e.g. to publish state.
         on_target: Called (under ``lock``) after a target was accepted.
         on_gripper: Called (under ``lock``) after a gripper command was accepted.
+        max_command_hz: Budget of the command intake: messages per second over
+            ``target_pose`` and ``gripper/command`` together (:mod:`drivers.ros.intake`).
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class BridgeInterface:
         on_change: Callable[[], None] | None = None,
         on_target: Callable[[], None] | None = None,
         on_gripper: Callable[[], None] | None = None,
+        max_command_hz: float = DEFAULT_MAX_RATE_HZ,
     ) -> None:
         self.node = node
         self.bridge = bridge
@@ -120,14 +127,14 @@ class BridgeInterface:
         }
         self._status_pub = node.create_publisher(String, "status", qos.STATUS)
         self._safety = safety_to_dict(bridge.config.safety)
+        # Commands on their own node and thread (see drivers.ros.intake): a flood on these
+        # topics must never delay estop / hold / step / the watchdog / state publishing.
+        self.intake = CommandIntake(node, max_command_hz)
         self._subs = [
-            node.create_subscription(
-                PoseStamped, "target_pose", self._on_target, qos.COMMAND, callback_group=group
-            ),
-            node.create_subscription(
-                Float64, "gripper/command", self._on_gripper, qos.COMMAND, callback_group=group
-            ),
+            self.intake.subscribe(PoseStamped, "target_pose", self._on_target, qos.COMMAND),
+            self.intake.subscribe(Float64, "gripper/command", self._on_gripper, qos.COMMAND),
         ]
+        self.intake.start()
         self._srvs = [
             node.create_service(Trigger, "reset", self._srv_reset),
             node.create_service(Trigger, "hold", self._srv_hold, callback_group=group),
@@ -241,9 +248,9 @@ class BridgeInterface:
         return response
 
     def destroy(self) -> None:
-        """Remove the topics and services from the node."""
-        for s in self._subs:
-            self.node.destroy_subscription(s)
+        """Stop the command intake; remove the topics and services from the node."""
+        self.intake.stop()
+        self._subs = []
         for s in self._srvs:
             self.node.destroy_service(s)
         for p in [*self._pubs.values(), self._status_pub]:

@@ -132,7 +132,10 @@ def msg_to_pose_stamped(
 
 def _check_frame(h: Header, frame_id: str) -> None:
     if h.frame_id != frame_id:
-        raise ValueError(f"header.frame_id is {h.frame_id!r}; expected {frame_id!r}")
+        got = h.frame_id
+        if len(got) > 64:  # a flood of huge frame ids must not flood the log too
+            got = f"{got[:32]}... ({len(got)} chars)"
+        raise ValueError(f"header.frame_id is {got!r}; expected {frame_id!r}")
 
 
 # -- twist, wrench -----------------------------------------------------------------------------
