@@ -135,6 +135,7 @@ class RewardEvalConfig:
     frames: Path | None = None
     """Frame store to evaluate on (None: the test episodes of the store it was trained on)."""
     confirm_k: int = 1
+    """Success is confirmed when k of the last n (--confirm-n) frames pass the threshold."""
     confirm_n: int = 1
     """k-of-n frame confirmation for the episode-level false-success rate."""
     encoder_weights: Path | None = None
@@ -266,8 +267,9 @@ class RewardServeConfig:
     max_wait_ms: float = 5.0
     """Longest a batch waits for more requests, milliseconds."""
     tls_cert_path: Path | None = None
+    """PEM certificate: serve TLS (with --tls-key-path; both or neither)."""
     tls_key_path: Path | None = None
-    """PEM certificate and key: serve TLS (both or neither)."""
+    """PEM private key of --tls-cert-path (both or neither)."""
     encoder_weights: Path | None = None
     """EfficientNet-Lite0 weights file (None: the installed package's file); for a classifier
     on an hf:... encoder, the save_pretrained directory it was trained with (required)."""
