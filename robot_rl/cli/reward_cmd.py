@@ -38,7 +38,13 @@ from robot_rl.cli.reward_frames import RewardFramesConfig
 from robot_rl.cli.reward_frames import print_report as print_frames_report
 from robot_rl.cli.reward_frames import run_reward_frames as run_frames
 
-__all__ = ["RewardCmd", "RewardFramesConfig", "print_frames_report", "run_frames"]
+__all__ = [
+    "RewardCmd",
+    "RewardFramesConfig",
+    "print_frames_report",
+    "reward_command",
+    "run_frames",
+]
 
 ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random", "hf")
 """``efficientnet_lite0``: ImageNet weights; ``..._random``: the same network randomly
@@ -321,3 +327,12 @@ RewardCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Uni
     Annotated[RewardEvalConfig, tyro.conf.subcommand("eval")],
     Annotated[RewardServeConfig, tyro.conf.subcommand("serve")],
 ]
+
+
+def reward_command(
+    cmd: Annotated[RewardCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> RewardFramesConfig | RewardTrainConfig | RewardEvalConfig | RewardServeConfig:
+    """Success classifiers: twin frames (frames), train, eval, serve (gRPC)."""
+    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
+    # so `robot-rl reward` goes through this function, which returns the parsed config as is.
+    return cmd
