@@ -50,11 +50,15 @@ class ClassifierTrainConfig:
     dropout: float = 0.3
     """Dropout on the frozen features."""
     lr: float = 1e-3
+    """AdamW learning rate of the head."""
     weight_decay: float = 1e-4
+    """AdamW weight decay of the head."""
     batch_size: int = 128
     """Frames per step (half positive, half negative)."""
     steps_per_epoch: int = 20
+    """Gradient steps between two validations (one epoch)."""
     max_epochs: int = 100
+    """Most epochs to train (early stopping usually ends sooner)."""
     patience_epochs: int = 10
     """Stop after this many epochs without a better validation loss."""
     augment_copies: int = 2
@@ -69,9 +73,11 @@ class ClassifierTrainConfig:
     fits them (on twin pick_cube frames, a 0.98 target gave 0.96-0.98 on held-out episodes, the
     misses being the frame just before the cube crossed the success height)."""
     confirm_k: int = 1
+    """Success is confirmed when confirm_k of the last confirm_n frames pass the threshold."""
     confirm_n: int = 1
     """k-of-n frame confirmation used for the episode-level false-success rate."""
     seed: int = 0
+    """Seed of the episode split, the augmentation and the head's initialisation and batches."""
 
     def __post_init__(self) -> None:
         if not (0 < self.val_fraction < 1 and 0 <= self.test_fraction < 1):

@@ -78,6 +78,15 @@ DatasetCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Un
 ]
 
 
+def dataset_command(
+    cmd: Annotated[DatasetCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> DatasetInfoConfig | DatasetExportConfig:
+    """Summarise a dataset (info) or export it to the LeRobot format (export)."""
+    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
+    # so `robot-rl dataset` goes through this function, which returns the parsed config as is.
+    return cmd
+
+
 def run_info(cfg: DatasetInfoConfig) -> dict:
     """The summary of ``cfg.path`` (see :func:`robot_rl.dataset.info.dataset_info`)."""
     from robot_rl.dataset.info import dataset_info

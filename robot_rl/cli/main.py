@@ -110,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "up": up.UpConfig,
                 "record": record_cmd.RecordConfig,
                 "label": label_cmd.LabelConfig,
-                "dataset": dataset_cmd.DatasetCmd,
-                "reward": reward_cmd.RewardCmd,
+                "dataset": dataset_cmd.dataset_command,
+                "reward": reward_cmd.reward_command,
             },
             prog="robot-rl",
             description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "

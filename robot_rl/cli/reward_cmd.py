@@ -38,7 +38,13 @@ from robot_rl.cli.reward_frames import RewardFramesConfig
 from robot_rl.cli.reward_frames import print_report as print_frames_report
 from robot_rl.cli.reward_frames import run_reward_frames as run_frames
 
-__all__ = ["RewardCmd", "RewardFramesConfig", "print_frames_report", "run_frames"]
+__all__ = [
+    "RewardCmd",
+    "RewardFramesConfig",
+    "print_frames_report",
+    "reward_command",
+    "run_frames",
+]
 
 ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random", "hf")
 """``efficientnet_lite0``: ImageNet weights; ``..._random``: the same network randomly
@@ -135,6 +141,7 @@ class RewardEvalConfig:
     frames: Path | None = None
     """Frame store to evaluate on (None: the test episodes of the store it was trained on)."""
     confirm_k: int = 1
+    """Success is confirmed when k of the last n (--confirm-n) frames pass the threshold."""
     confirm_n: int = 1
     """k-of-n frame confirmation for the episode-level false-success rate."""
     encoder_weights: Path | None = None
@@ -266,8 +273,9 @@ class RewardServeConfig:
     max_wait_ms: float = 5.0
     """Longest a batch waits for more requests, milliseconds."""
     tls_cert_path: Path | None = None
+    """PEM certificate: serve TLS (with --tls-key-path; both or neither)."""
     tls_key_path: Path | None = None
-    """PEM certificate and key: serve TLS (both or neither)."""
+    """PEM private key of --tls-cert-path (both or neither)."""
     encoder_weights: Path | None = None
     """EfficientNet-Lite0 weights file (None: the installed package's file); for a classifier
     on an hf:... encoder, the save_pretrained directory it was trained with (required)."""
@@ -319,3 +327,12 @@ RewardCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Uni
     Annotated[RewardEvalConfig, tyro.conf.subcommand("eval")],
     Annotated[RewardServeConfig, tyro.conf.subcommand("serve")],
 ]
+
+
+def reward_command(
+    cmd: Annotated[RewardCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> RewardFramesConfig | RewardTrainConfig | RewardEvalConfig | RewardServeConfig:
+    """Success classifiers: twin frames (frames), train, eval, serve (gRPC)."""
+    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
+    # so `robot-rl reward` goes through this function, which returns the parsed config as is.
+    return cmd
