@@ -1,7 +1,11 @@
 """RosCamera: :class:`robot_rl.core.protocols.Camera` over ``/<ns>/<cam>/image_raw``.
 
-The subscription keeps only the newest valid frame (``rgb8``, the configured size; anything else
-is dropped, counted and reported). :meth:`RosCamera.read` returns it as a fresh array with
+The subscription keeps only the newest valid frame: ``rgb8`` (``bgr8`` is converted, a lossless
+channel swap) of the configured size, ``data`` of ``height * step`` bytes. Any other frame (another
+encoding or size, a short row or buffer: :func:`drivers.ros.convert.msg_to_image`) is dropped,
+counted, logged, and never reaches the policy; while frames are being rejected, the stale-frame
+error says why ("the last 37 frames on /arm/front/image_raw were rejected: encoding mono8,
+expected rgb8 ..."). :meth:`RosCamera.read` returns it as a fresh array with
 ``seq`` = the number of valid frames received so far, so ``seq`` increases only when a new
 message arrived. A frame older than ``max_age_s`` relative to the env clock's ``now_s()`` (same
 time base as the stamps), or no frame at all, raises :class:`StaleSensorError`: a frame is never
@@ -82,19 +86,14 @@ class RosCamera:
         """Subscribe to the image topic (frames arrive in the background)."""
         if self._slot is not None:
             return
-        h, w = self.config.height, self.config.width
-        topic = f"{self.config.name}/image_raw"
+        size = (self.config.height, self.config.width)
 
         def decode(msg: Image) -> tuple[np.ndarray, float]:
-            image, stamp = convert.msg_to_image(msg)
-            if image.shape[:2] != (h, w):
-                raise ValueError(
-                    f"frame is {image.shape[0]}x{image.shape[1]} (HxW); this camera is set up for "
-                    f"{h}x{w}: fix the camera node or the setup's cameras entry"
-                )
-            return image, stamp
+            return convert.msg_to_image(msg, size)
 
-        self._slot, self._sub = self.session.subscribe(topic, Image, qos.IMAGE, decode)
+        self._slot, self._sub = self.session.subscribe(
+            f"{self.config.name}/image_raw", Image, qos.IMAGE, decode, kind="frame"
+        )
         self.session.synced.append(self._slot)
 
     def disconnect(self) -> None:
@@ -105,6 +104,13 @@ class RosCamera:
         self._slot, self._sub = None, None
         if self._own_session:
             self.session.close()
+
+    def rejections(self) -> tuple[int, int, str | None]:
+        """Frames rejected so far, rejected since the last valid one, and the last reason."""
+        if self._slot is None:
+            return 0, 0, None
+        with self.session.cond:
+            return self._slot.rejected, self._slot.rejected_in_row, self._slot.last_error
 
     def read(self) -> Frame:
         """The newest frame (a fresh array).
@@ -120,11 +126,11 @@ class RosCamera:
             if slot.value is None or slot.stamp_s is None:
                 raise StaleSensorError(f"camera {self.name!r}: {slot.describe_missing()}")
             image, stamp, seq = slot.value, slot.stamp_s, slot.count
+            why = slot.describe_rejections() or "is the camera node running and streaming?"
         age = now - stamp
         if age > self.config.max_age_s:
             raise StaleSensorError(
-                f"camera {self.name!r}: newest frame on {slot.topic} is {age:.3f} s old at clock "
-                f"time {now:.3f} s (limit max_age_s={self.config.max_age_s}); is the camera node "
-                "running and streaming?"
+                f"camera {self.name!r}: newest valid frame on {slot.topic} is {age:.3f} s old at "
+                f"clock time {now:.3f} s (limit max_age_s={self.config.max_age_s}); {why}"
             )
         return Frame(image=np.array(image, dtype=np.uint8, copy=True), stamp_s=stamp, seq=seq)

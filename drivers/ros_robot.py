@@ -245,9 +245,10 @@ class RosRobot:
                     raise StaleSensorError(f"robot state incomplete: {slot.describe_missing()}")
                 age = now - slot.stamp_s
                 if age > limit:
+                    why = slot.describe_rejections() or "is the arm bridge / twin running?"
                     raise StaleSensorError(
                         f"{slot.topic} is {age:.3f} s old at clock time {now:.3f} s (limit "
-                        f"max_state_age_s={limit}); is the arm bridge / twin running?"
+                        f"max_state_age_s={limit}); {why}"
                     )
                 parts[name] = (slot.value, slot.stamp_s)
         (q, dq), _ = parts["joint_states"]

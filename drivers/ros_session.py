@@ -21,10 +21,12 @@ context and several sessions (or tests) can coexist in one process. The ROS envi
 from __future__ import annotations
 
 import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import rclpy
@@ -37,6 +39,9 @@ from rclpy.qos import QoSProfile
 from drivers.ros.intake import CommandIntake
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+REJECTION_LOG_PERIOD_S = 5.0
+"""A topic's rejections are logged at the first of a run, then at most once per this period."""
 
 
 class RosTimeoutError(TimeoutError):
@@ -49,30 +54,43 @@ class Latest(Generic[T]):
 
     Attributes:
         topic: Fully qualified topic name (for messages).
+        kind: What one message is, for messages ("message", "frame").
         value: Decoded value of the newest valid message (None before the first).
         stamp_s: Its ``header.stamp`` in seconds (None before the first).
         count: Valid messages received so far.
         received_at_s: ``time.monotonic()`` when the newest valid message arrived.
         rejected: Malformed messages dropped so far.
+        rejected_in_row: Malformed messages dropped since the last valid one.
         last_error: Why the last malformed message was dropped.
+        logged_at_s: ``time.monotonic()`` of the last rejection logged (throttling).
     """
 
     topic: str
+    kind: str = "message"
     value: T | None = None
     stamp_s: float | None = None
     count: int = 0
     received_at_s: float | None = None
     rejected: int = 0
+    rejected_in_row: int = 0
     last_error: str | None = None
+    logged_at_s: float = field(default=-math.inf, repr=False)
+
+    def describe_rejections(self) -> str:
+        """Why no newer valid message: ``the last 37 frames on /arm/front/image_raw were
+        rejected: <reason>``; "" if the newest message was valid."""
+        n = self.rejected_in_row
+        if not n:
+            return ""
+        what = f"the last {self.kind}" if n == 1 else f"the last {n} {self.kind}s"
+        verb = "was" if n == 1 else "were"
+        return f"{what} on {self.topic} {verb} rejected: {self.last_error}"
 
     def describe_missing(self) -> str:
         """Why there is no value: never received, or only malformed messages."""
         if self.rejected:
-            return (
-                f"no valid message on {self.topic}; {self.rejected} malformed message(s) dropped, "
-                f"last: {self.last_error}"
-            )
-        return f"no message on {self.topic} yet; is its publisher running (same ROS_DOMAIN_ID)?"
+            return f"no valid {self.kind} on {self.topic} yet; {self.describe_rejections()}"
+        return f"no {self.kind} on {self.topic} yet; is its publisher running (same ROS_DOMAIN_ID)?"
 
 
 class RosSession:
@@ -186,33 +204,57 @@ class RosSession:
         msg_type: type,
         qos: QoSProfile,
         decode: Callable[[Any], tuple[T, float]],
+        kind: str = "message",
     ) -> tuple[Latest[T], Any]:
         """Keep the newest decoded message of topic ``name`` (relative to the namespace).
 
         ``decode(msg) -> (value, stamp_s)`` raises ValueError on a malformed message, which is
-        then counted in ``Latest.rejected`` and never replaces a valid value.
+        then counted in ``Latest.rejected`` (and ``rejected_in_row``), its reason kept in
+        ``Latest.last_error`` and logged (the first of a run of rejections, then at most every
+        :data:`REJECTION_LOG_PERIOD_S`), and never replaces a valid value. Any other exception
+        from ``decode`` is treated the same way (a decoder bug must not stop the executor).
+
+        Args:
+            kind: What one message is, for messages ("frame" for images).
 
         Returns:
             ``(latest, subscription)``; destroy the subscription with :meth:`unsubscribe`.
         """
-        slot: Latest[T] = Latest(topic=self.topic(name))
+        slot: Latest[T] = Latest(topic=self.topic(name), kind=kind)
 
         def callback(msg: Any) -> None:
             try:
                 value, stamp_s = decode(msg)
-            except (ValueError, TypeError) as e:
+            except Exception as e:  # noqa: BLE001 - counted, kept and logged; see above
+                reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+                now = time.monotonic()
                 with self.cond:
                     slot.rejected += 1
-                    slot.last_error = str(e)
+                    slot.rejected_in_row += 1
+                    slot.last_error = reason
+                    due = slot.rejected_in_row == 1 or now - slot.logged_at_s >= (
+                        REJECTION_LOG_PERIOD_S
+                    )
+                    if due:
+                        slot.logged_at_s = now
+                        line = slot.describe_rejections()
                     self.cond.notify_all()
+                if due:
+                    log.warning("%s (%d rejected in all)", line, slot.rejected)
                 return
             with self.cond:
+                recovered = slot.rejected_in_row
                 slot.value, slot.stamp_s = value, stamp_s
                 slot.count += 1
+                slot.rejected_in_row = 0
                 slot.received_at_s = time.monotonic()
                 for hook in self.arrival_hooks:
                     hook(slot)
                 self.cond.notify_all()
+            if recovered:
+                log.warning(
+                    "%s: valid %ss again after %d rejected", slot.topic, slot.kind, recovered
+                )
 
         sub = self.node.create_subscription(msg_type, name, callback, qos)
         return slot, sub
@@ -329,7 +371,8 @@ class RosSession:
             return
         with self.cond:
             late = [
-                f"{s.topic} (newest stamp {s.stamp_s})"
+                f"{s.topic} (newest stamp {s.stamp_s}"
+                + (f"; {s.describe_rejections()})" if s.rejected_in_row else ")")
                 if s.value is not None
                 else s.describe_missing()
                 for s in self.caught_up()

@@ -7,7 +7,10 @@ One YAML file describes one setup and is read by three consumers:
 - the env composition (``robot_rl.cli.ros_env``) builds a RobotEnv over the ROS 2 topics of
   ``namespace`` with the listed ``cameras``.
 
-Schema (unknown keys are errors; every error names the file and the offending key)::
+Schema, checked at load by :mod:`drivers.setup_schema`: a wrong type, an empty value, an
+out-of-range number, an unknown key (with the closest known one) or a key written twice is an
+error that names the file, the key path (``cameras[1].height``), what was found and what is
+expected::
 
     name: sim                      # free text, shown by `up`
     namespace: arm                 # ROS 2 namespace of the arm (no slashes)
@@ -40,6 +43,7 @@ Schema (unknown keys are errors; every error names the file and the offending ke
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from collections.abc import Mapping
@@ -50,7 +54,19 @@ from typing import Any
 import yaml
 
 from drivers.ros_hw_task import check_reset_pose
+from drivers.setup_schema import SetupError, Where, is_number, read_yaml
 from robot_rl.core.safety import SafetyConfig
+
+__all__ = [
+    "CameraSpec",
+    "NodeSpec",
+    "RestartPolicy",
+    "Setup",
+    "SetupError",
+    "load_setup",
+    "parse_setup",
+    "read_yaml",
+]
 
 RESTART_POLICIES = ("never", "on-failure")
 CLOCKS = ("realtime", "lockstep")
@@ -59,11 +75,8 @@ TIME_BASES = ("monotonic", "stream")
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Scalar = bool | int | float | str
-
-
-class SetupError(ValueError):
-    """A setup file is malformed; the message names the file, the key and what to change."""
 
 
 @dataclass(frozen=True)
@@ -197,69 +210,68 @@ def load_setup(path: str | Path) -> Setup:
     """Read and validate a setup YAML file.
 
     Raises:
-        SetupError: The file is missing, not YAML, or breaks the schema.
+        SetupError: The file is missing, not YAML, repeats a key, or breaks the schema.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise SetupError(f"setup file {p} does not exist; see launch/README.md")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise SetupError(f"{p}: not valid YAML: {e}") from e
-    return parse_setup(raw, source=str(p))
+    return parse_setup(read_yaml(path), source=str(path))
+
+
+TOP_KEYS = (
+    "name",
+    "namespace",
+    "robot",
+    "task",
+    "clock",
+    "control_hz",
+    "max_state_age_s",
+    "max_image_age_s",
+    "cameras",
+    "safety",
+    "nodes",
+    "time_base",
+    "reset_pose",
+    "reset_jitter_m",
+)
+CAMERA_KEYS = ("name", "height", "width")
+NODE_KEYS = ("name", "module", "args", "parameters", "env", "restart", "required", "terminal")
+RESTART_KEYS = ("policy", "max_restarts", "backoff_s")
+IMAGE_SIDE_PX = (16, 4096)
 
 
 def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     """Validate a setup given as plain data (the parsed YAML). See :func:`load_setup`."""
-    where = _Where(source)
-    top = where.mapping(raw, "")
-    allowed = {
-        "name",
-        "namespace",
-        "robot",
-        "task",
-        "clock",
-        "control_hz",
-        "max_state_age_s",
-        "max_image_age_s",
-        "cameras",
-        "safety",
-        "nodes",
-        "time_base",
-        "reset_pose",
-        "reset_jitter_m",
-    }
-    where.no_unknown(top, allowed, "")
+    where = Where(source)
+    top = where.mapping(raw, "", "a mapping of setup keys (name:, robot:, nodes: ...)")
+    where.no_unknown(top, TOP_KEYS, "")
+    name = where.get(top, "name", str, "", default=Path(source).stem)
     namespace = where.get(top, "namespace", str, "", default="arm")
     if not _NAME_RE.match(namespace):
-        where.fail("namespace", f"{namespace!r} must be a plain name like 'arm' (no slashes)")
+        where.expected(
+            "namespace", "a plain name like 'arm' (letters, digits, _; no slashes)", namespace
+        )
     robot = where.choice(top, "robot", ROBOTS, "", default="twin")
     clock = where.choice(top, "clock", CLOCKS, "", default="realtime")
     if clock == "lockstep" and robot != "twin":
         where.fail("clock", "lockstep needs robot: twin (hardware runs in real time)")
     task = where.get(top, "task", str, "")
-    control_hz = float(where.get(top, "control_hz", (int, float), "", default=10.0))
-    if control_hz <= 0:
-        where.fail("control_hz", f"must be positive, got {control_hz}")
-    ages = {}
-    for key in ("max_state_age_s", "max_image_age_s"):
-        ages[key] = float(where.get(top, key, (int, float), "", default=0.2))
-        if ages[key] <= 0:
-            where.fail(key, f"must be positive, got {ages[key]}")
+    if not task.strip():
+        where.expected("task", "a task name", task)
+    control_hz = where.number(top, "control_hz", "", default=10.0, unit="Hz")
+    ages = {
+        key: where.number(top, key, "", default=0.2, unit="seconds")
+        for key in ("max_state_age_s", "max_image_age_s")
+    }
     variables = {
         "namespace": namespace,
         "task": task,
         "clock": clock,
         "control_hz": f"{control_hz:g}",
     }
-    cameras = tuple(
-        _parse_camera(where, c, f"cameras[{i}]")
-        for i, c in enumerate(where.get(top, "cameras", list, "", default=[]))
-    )
+    raw_cams = where.get(top, "cameras", list, "", default=[])
+    cameras = tuple(_parse_camera(where, c, f"cameras[{i}]") for i, c in enumerate(raw_cams))
     cam_names = [c.name for c in cameras]
     if len(set(cam_names)) != len(cam_names):
         where.fail("cameras", f"camera names must be unique, got {cam_names}")
-    safety = _parse_safety(where, top.get("safety"))
+    safety = _parse_safety(where, top)
     time_base = where.choice(
         top, "time_base", TIME_BASES, "", default="stream" if robot == "twin" else "monotonic"
     )
@@ -278,7 +290,7 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     if dupes:
         where.fail("nodes", f"node names must be unique; repeated: {dupes}")
     return Setup(
-        name=where.get(top, "name", str, "", default=Path(source).stem),
+        name=name,
         namespace=namespace,
         robot=robot,
         task=task,
@@ -299,172 +311,137 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
 # -- internals --------------------------------------------------------------------------------
 
 
-class _Where:
-    """Error messages that name the file and the key path."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, message: str) -> None:
-        raise SetupError(f"{self.source}: {key or 'top level'}: {message}")
-
-    def mapping(self, value: Any, key: str) -> dict:
-        if not isinstance(value, dict):
-            self.fail(key, f"expected a mapping (key: value), got {type(value).__name__}")
-        return value
-
-    def no_unknown(self, m: Mapping, allowed: set[str], prefix: str) -> None:
-        unknown = sorted(str(k) for k in m if k not in allowed)
-        if unknown:
-            self.fail(prefix, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-
-    def get(self, m: Mapping, key: str, types, prefix: str, default: Any = ...) -> Any:
-        path = f"{prefix}.{key}" if prefix else key
-        if key not in m or m[key] is None:
-            if default is ...:
-                self.fail(path, "missing (required)")
-            return default
-        value = m[key]
-        types_t = types if isinstance(types, tuple) else (types,)
-        if isinstance(value, bool) and bool not in types_t:
-            self.fail(path, f"expected {_type_names(types_t)}, got a boolean")
-        if not isinstance(value, types_t):
-            self.fail(path, f"expected {_type_names(types_t)}, got {type(value).__name__}")
-        return value
-
-    def choice(self, m: Mapping, key: str, choices, prefix: str, default: str) -> str:
-        value = self.get(m, key, str, prefix, default=default)
-        if value not in choices:
-            path = f"{prefix}.{key}" if prefix else key
-            self.fail(path, f"{value!r} must be one of {', '.join(choices)}")
-        return value
-
-
-def _type_names(types: tuple) -> str:
-    return " or ".join(
-        {int: "an integer", float: "a number", str: "a string"}.get(t, t.__name__) for t in types
-    )
-
-
-def _parse_camera(where: _Where, raw: Any, key: str) -> CameraSpec:
-    m = where.mapping(raw, key)
-    where.no_unknown(m, {"name", "height", "width"}, key)
+def _parse_camera(where: Where, raw: Any, key: str) -> CameraSpec:
+    m = where.mapping(raw, key, "a mapping {name: ..., height: ..., width: ...}")
+    where.no_unknown(m, CAMERA_KEYS, key)
     name = where.get(m, "name", str, key)
     if not _NAME_RE.match(name):
-        where.fail(f"{key}.name", f"{name!r} must be letters, digits and underscores")
-    h = where.get(m, "height", int, key)
-    w = where.get(m, "width", int, key)
-    if not (16 <= h <= 4096 and 16 <= w <= 4096):
-        where.fail(key, f"height and width must be in [16, 4096] pixels, got {h} x {w}")
+        where.expected(f"{key}.name", "a name of letters, digits and underscores", name)
+    h = where.integer(m, "height", key, *IMAGE_SIDE_PX, unit="pixels")
+    w = where.integer(m, "width", key, *IMAGE_SIDE_PX, unit="pixels")
     return CameraSpec(name=name, height=h, width=w)
 
 
-def _parse_safety(where: _Where, raw: Any) -> SafetyConfig | None:
-    if raw is None:
+def _parse_safety(where: Where, top: Mapping) -> SafetyConfig | None:
+    if "safety" not in top:
         return None
-    m = where.mapping(raw, "safety")
-    allowed = {f.name for f in fields(SafetyConfig)}
-    where.no_unknown(m, allowed, "safety")
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
+    m = where.get(top, "safety", dict, "")
+    where.no_unknown(m, [f.name for f in fields(SafetyConfig)], "safety")
+    kwargs: dict[str, Any] = {}
+    for f in fields(SafetyConfig):
+        if f.name not in m:
+            continue
+        path = f"safety.{f.name}"
+        default = getattr(SafetyConfig, f.name)
+        if isinstance(default, tuple):
+            what = "(w, x, y, z)" if len(default) == 4 else "(x, y, z)"
+            kwargs[f.name] = where.numbers(m[f.name], path, len(default), what)
+        else:
+            kwargs[f.name] = where.check_number(m[f.name], path)
     try:
         return SafetyConfig(**kwargs)
     except (TypeError, ValueError) as e:
-        where.fail("safety", str(e))
-    raise AssertionError("unreachable")
+        named = [f.name for f in fields(SafetyConfig) if f.name in str(e)]
+        where.fail(f"safety.{named[0]}" if named else "safety", str(e))
 
 
 def _parse_reset(
-    where: _Where, top: Mapping, robot: str, safety: SafetyConfig | None
+    where: Where, top: Mapping, robot: str, safety: SafetyConfig | None
 ) -> tuple[tuple[float, ...] | None, tuple[float, float, float]]:
-    given = [k for k in ("reset_pose", "reset_jitter_m") if top.get(k) is not None]
+    given = [k for k in ("reset_pose", "reset_jitter_m") if k in top]
     if robot == "twin" and given:
         where.fail(given[0], "is for robot: hardware (the twin's task chooses its start pose)")
     if "reset_jitter_m" in given and "reset_pose" not in given:
         where.fail("reset_jitter_m", "needs reset_pose (the pose it jitters)")
     if "reset_pose" not in given:
         return None, (0.0, 0.0, 0.0)
-    values = {}
-    for key, n in (("reset_pose", 7), ("reset_jitter_m", 3)):
-        raw = where.get(top, key, list, "", default=[0.0] * n)
-        if len(raw) != n or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw
-        ):
-            where.fail(key, f"expected a list of {n} numbers, got {raw!r}")
-        values[key] = tuple(float(v) for v in raw)
+    pose_in = where.numbers(top["reset_pose"], "reset_pose", 7, "[x, y, z, qw, qx, qy, qz]")
+    jitter_in = (0.0, 0.0, 0.0)
+    if "reset_jitter_m" in given:
+        jitter_in = where.numbers(top["reset_jitter_m"], "reset_jitter_m", 3, "(x, y, z)")
     try:
-        pose = check_reset_pose(
-            values["reset_pose"], values["reset_jitter_m"], safety or SafetyConfig()
-        )
+        pose = check_reset_pose(pose_in, jitter_in, safety or SafetyConfig())
     except ValueError as e:
         key = "reset_jitter_m" if "reset_jitter_m" in str(e) else "reset_pose"
         where.fail(key, f"{e}" + ("" if safety else " (no safety: the default SafetyConfig)"))
-    x, y, z = values["reset_jitter_m"]
+    x, y, z = jitter_in
     return tuple(float(v) for v in pose), (x, y, z)
 
 
-def _substitute(where: _Where, value: Any, key: str, variables: Mapping[str, str]) -> Any:
+def _substitute(where: Where, value: Any, key: str, variables: Mapping[str, str]) -> Any:
     if not isinstance(value, str):
         return value
 
     def repl(m: re.Match) -> str:
         name = m.group(1)
         if name not in variables:
-            where.fail(key, f"unknown variable ${{{name}}}; known: {sorted(variables)}")
+            close = difflib.get_close_matches(name, sorted(variables), n=1, cutoff=0.6)
+            hint = f"did you mean ${{{close[0]}}}? " if close else ""
+            where.fail(key, f"unknown variable ${{{name}}}; {hint}known: {sorted(variables)}")
         return variables[name]
 
     return _VAR_RE.sub(repl, value)
 
 
-def _parse_node(where: _Where, raw: Any, key: str, variables: Mapping[str, str]) -> NodeSpec:
-    m = where.mapping(raw, key)
-    where.no_unknown(
-        m, {"name", "module", "args", "parameters", "env", "restart", "required", "terminal"}, key
-    )
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, str))
+
+
+def _parse_node(where: Where, raw: Any, key: str, variables: Mapping[str, str]) -> NodeSpec:
+    m = where.mapping(raw, key, "a mapping {name: ..., module: ...}")
     name = where.get(m, "name", str, key)
     if not _NAME_RE.match(name):
-        where.fail(f"{key}.name", f"{name!r} must be letters, digits and underscores")
+        where.expected(f"{key}.name", "a name of letters, digits and underscores", name)
     key = f"{key} ({name})"
+    where.no_unknown(m, NODE_KEYS, key)
     module = where.get(m, "module", str, key)
     if not _MODULE_RE.match(module):
-        where.fail(f"{key}.module", f"{module!r} must be a dotted Python module name")
+        where.expected(f"{key}.module", "a dotted Python module name like sim.ros_node", module)
     args = []
     for i, a in enumerate(where.get(m, "args", list, key, default=[])):
-        if isinstance(a, bool) or not isinstance(a, (str, int, float)):
-            where.fail(f"{key}.args[{i}]", f"expected a string or number, got {a!r}")
+        if not _scalar(a) or isinstance(a, bool):
+            where.expected(f"{key}.args[{i}]", "a string or a number", a)
         args.append(str(_substitute(where, a, f"{key}.args[{i}]", variables)))
     params = []
     for pname, pval in where.get(m, "parameters", dict, key, default={}).items():
         pkey = f"{key}.parameters.{pname}"
         if not isinstance(pname, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", pname):
-            where.fail(pkey, "parameter names are letters, digits, '_' and '.'")
+            where.expected(pkey, "a parameter name of letters, digits, '_' and '.'", pname)
         if isinstance(pval, list):
-            if not pval or not all(isinstance(v, (bool, int, float, str)) for v in pval):
-                where.fail(pkey, "a list parameter needs at least one scalar and only scalars")
+            kinds = {type(v) for v in pval if not is_number(v)} | (
+                {float} if any(is_number(v) for v in pval) else set()
+            )
+            if not pval or not all(_scalar(v) for v in pval) or len(kinds) > 1:
+                where.expected(
+                    pkey,
+                    "a non-empty list of one kind of scalar (numbers, strings or booleans: "
+                    "ROS 2 arrays are homogeneous)",
+                    pval,
+                )
             pval = tuple(_substitute(where, v, pkey, variables) for v in pval)
-        elif isinstance(pval, (bool, int, float, str)):
+        elif _scalar(pval):
             pval = _substitute(where, pval, pkey, variables)
         else:
-            where.fail(pkey, f"expected a scalar or a list of scalars, got {pval!r}")
+            where.expected(pkey, "a scalar or a list of scalars", pval)
         params.append((pname, pval))
     env = []
     for ename, evalue in where.get(m, "env", dict, key, default={}).items():
-        if not isinstance(ename, str) or isinstance(evalue, (dict, list)) or evalue is None:
-            where.fail(f"{key}.env.{ename}", "environment entries are NAME: scalar value")
+        ekey = f"{key}.env.{ename}"
+        if not isinstance(ename, str) or not _ENV_RE.match(ename):
+            where.expected(ekey, "an environment variable name (letters, digits, _)", ename)
+        if not _scalar(evalue) or isinstance(evalue, bool):
+            where.expected(ekey, "a string or a number (quote 'true' for a text value)", evalue)
         env.append((ename, str(evalue)))
     restart = RestartPolicy()
     if "restart" in m:
-        r = where.mapping(m["restart"], f"{key}.restart")
-        where.no_unknown(r, {"policy", "max_restarts", "backoff_s"}, f"{key}.restart")
-        try:
-            restart = RestartPolicy(
-                policy=where.get(r, "policy", str, f"{key}.restart", default="never"),
-                max_restarts=where.get(r, "max_restarts", int, f"{key}.restart", default=3),
-                backoff_s=float(
-                    where.get(r, "backoff_s", (int, float), f"{key}.restart", default=1.0)
-                ),
-            )
-        except ValueError as e:
-            where.fail(f"{key}.restart", str(e))
+        rkey = f"{key}.restart"
+        r = where.get(m, "restart", dict, key)
+        where.no_unknown(r, RESTART_KEYS, rkey)
+        restart = RestartPolicy(
+            policy=where.choice(r, "policy", RESTART_POLICIES, rkey, default="never"),
+            max_restarts=where.integer(r, "max_restarts", rkey, 0, 1_000_000, default=3),
+            backoff_s=where.number(r, "backoff_s", rkey, default=1.0, strict=False, unit="s"),
+        )
     required = where.get(m, "required", bool, key, default=True)
     terminal = where.get(m, "terminal", bool, key, default=False)
     return NodeSpec(

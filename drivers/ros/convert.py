@@ -34,7 +34,23 @@ GRIPPER_JOINT_NAME = "gripper"
 """The one joint in ``gripper/state`` (position = closure 0..1)."""
 
 RGB8 = "rgb8"
-"""The only image encoding of the contract."""
+"""The image encoding of the contract."""
+
+BGR8 = "bgr8"
+"""Also accepted on receipt (channels swapped to RGB: lossless)."""
+
+IMAGE_ENCODINGS = (RGB8, BGR8)
+
+_ENCODING_HINTS = {
+    **dict.fromkeys(
+        ("mono8", "mono16", "16UC1", "32FC1"),
+        "a single-channel (grey or depth) image: is a depth or mono stream published on this "
+        "topic? It must carry the colour image as rgb8",
+    ),
+    **dict.fromkeys(
+        ("rgba8", "bgra8"), "drop the alpha channel at the camera node and publish rgb8"
+    ),
+}
 
 UNIT_QUAT_TOL = 1e-3
 """Largest accepted ``| |q| - 1 |`` of a received quaternion."""
@@ -308,29 +324,46 @@ def image_to_msg(image: np.ndarray, stamp_s: float, frame_id: str) -> Image:
     return msg
 
 
-def msg_to_image(msg: Image) -> tuple[np.ndarray, float]:
+def msg_to_image(msg: Image, size: tuple[int, int] | None = None) -> tuple[np.ndarray, float]:
     """``sensor_msgs/Image`` -> ((H, W, 3) uint8 RGB, a fresh array; stamp_s).
 
+    Accepted: ``rgb8``, and ``bgr8`` (its channels swapped: a lossless reordering); rows may be
+    padded (``step > 3 * width``, the padding is dropped). Everything else is refused rather
+    than converted: another encoding (``mono8``, ``rgba8``/``bgra8``, ``16UC1``, Bayer, YUV)
+    would drop or invent information or means the wrong stream (depth) is wired in, and another
+    size than ``size`` would change the field of view or aspect the policy sees (crop and resize
+    belong in the env wrappers, configured explicitly).
+
+    Args:
+        msg: The message.
+        size: Expected (height, width), pixels (None: any). Checked before the data is read.
+
     Raises:
-        ValueError: Encoding is not ``rgb8``, ``step`` is not ``3 * width``, or the data size is
-            not ``height * step``.
+        ValueError: Another encoding, another size, ``step < 3 * width``, or a data length that
+            is not ``height * step``; the message says what was found and what is expected.
     """
-    if msg.encoding != RGB8:
+    enc = msg.encoding
+    if enc not in IMAGE_ENCODINGS:
         raise ValueError(
-            f"image encoding is {msg.encoding!r}; only {RGB8!r} is supported (convert at the "
-            "camera node)"
+            f"encoding {enc or '(empty)'}, expected {RGB8} (or bgr8, converted): "
+            f"{_ENCODING_HINTS.get(enc, 'publish rgb8 from the camera node')}"
         )
-    h, w = int(msg.height), int(msg.width)
+    h, w, step, n = int(msg.height), int(msg.width), int(msg.step), len(msg.data)
+    if size is not None and (h, w) != tuple(size):
+        raise ValueError(
+            f"size {h}x{w} (HxW), expected {size[0]}x{size[1]} (the setup's cameras entry): set "
+            "the camera node's resolution or the setup's height/width to the same size"
+        )
     if h <= 0 or w <= 0:
-        raise ValueError(f"image size {h}x{w} must be positive")
-    if msg.step != 3 * w:
+        raise ValueError(f"size {h}x{w} (HxW), expected a positive height and width")
+    if step < 3 * w:
         raise ValueError(
-            f"image step is {msg.step}; rgb8 without padding needs 3 * width = {3 * w}"
+            f"step {step} bytes per row, expected at least 3 * width = {3 * w} for {enc}"
         )
-    data = msg.data
-    if len(data) != h * msg.step:
-        raise ValueError(
-            f"image data has {len(data)} bytes; expected height * step = {h * msg.step}"
-        )
-    image = np.frombuffer(data, dtype=np.uint8).reshape(h, w, 3).copy()
-    return image, msg_to_time(msg.header.stamp)
+    if n != h * step:
+        raise ValueError(f"data is {n} bytes, expected height * step = {h} * {step} = {h * step}")
+    rows = np.frombuffer(msg.data, dtype=np.uint8).reshape(h, step)
+    image = rows[:, : 3 * w].reshape(h, w, 3)
+    if enc == BGR8:
+        image = image[:, :, ::-1]
+    return np.array(image, dtype=np.uint8, order="C"), msg_to_time(msg.header.stamp)

@@ -30,10 +30,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tyro
-import yaml
 
 from drivers.ros.env import ros_env
-from drivers.setup import NodeSpec, RestartPolicy, Setup, SetupError, load_setup, parse_setup
+from drivers.setup import (
+    NodeSpec,
+    RestartPolicy,
+    Setup,
+    SetupError,
+    load_setup,
+    parse_setup,
+    read_yaml,
+)
 
 TeleopChoice = Literal["setup", "sim-expert"]
 TELEOP_MODULES = ("drivers.teleop.node", "sim.human_node")
@@ -144,7 +151,7 @@ def load_setup_for_task(path: Path, task: str | None, launch: bool) -> Setup:
             f"{path}: the running nodes serve task {setup.task!r}, not {task!r}; drop --task, "
             "or add --launch to start the setup here with that task"
         )
-    raw = yaml.safe_load(Path(path).read_text())
+    raw = read_yaml(path)
     raw["task"] = task
     return parse_setup(raw, source=str(path))
 

@@ -54,17 +54,25 @@ class SafetyConfig:
     def __post_init__(self) -> None:
         lo, hi = np.asarray(self.workspace_low_m), np.asarray(self.workspace_high_m)
         if lo.shape != (3,) or hi.shape != (3,) or np.any(lo >= hi):
+            pairs = zip("xyz", lo.ravel(), hi.ravel(), strict=False)
+            bad = [axis for axis, lo_a, hi_a in pairs if lo_a >= hi_a]
+            axes = f" (not on {', '.join(bad)})" if bad and lo.shape == hi.shape == (3,) else ""
             raise ValueError(
                 f"workspace_low_m {self.workspace_low_m} must be below workspace_high_m "
-                f"{self.workspace_high_m} on every axis"
+                f"{self.workspace_high_m} on every axis{axes}"
             )
-        if self.max_step_m <= 0 or self.max_step_rad <= 0:
-            raise ValueError("max_step_m and max_step_rad must be positive")
+        for name in ("max_step_m", "max_step_rad", "watchdog_timeout_s"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
         if not 0 < self.orientation_max_rad <= np.pi:
-            raise ValueError("orientation_max_rad must be in (0, pi]")
-        if self.watchdog_timeout_s <= 0:
-            raise ValueError("watchdog_timeout_s must be positive")
-        frames.quat_normalize(np.asarray(self.orientation_center_quat))
+            raise ValueError(
+                f"orientation_max_rad must be in (0, pi], got {self.orientation_max_rad}"
+            )
+        try:
+            frames.quat_normalize(np.asarray(self.orientation_center_quat))
+        except ValueError as e:
+            raise ValueError(f"orientation_center_quat: {e}") from e
 
 
 def validate_command(command: ArmCommand) -> None:
