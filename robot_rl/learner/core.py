@@ -76,6 +76,11 @@ class LearnerCore:
         self.state = TrainerState()
         self.sample_rng = np.random.default_rng((cfg.seed, 1))  # STYLE.md #11: its own stream
         self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
+        if demos is not None and (demos.layout, demos.action_dim) != (layout, self.action_dim):
+            raise ValueError(
+                f"the demos' layout {demos.layout} (action size {demos.action_dim}) differs from "
+                f"the env's {layout} ({self.action_dim}): record the demos with the env's settings"
+            )
         self.demos = demos if demos is not None and len(demos) > 0 else None
         self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
         if cfg.intervention_mode == "hil-serl" and intervention_room:
