@@ -145,8 +145,8 @@ def read_checked(log: EpisodeLog, i: int) -> dict[str, Any]:
     :class:`CorruptLogError` naming the dataset, the episode, the array and the fix."""
     try:
         return log.read_episode(i)
-    except (IndexError, ValueError):
-        raise  # no such episode / steps: a caller's mistake, not the store's
+    except IndexError:
+        raise  # no such episode: a caller's mistake, not the store's
     except Exception as e:  # noqa: BLE001 - a codec or I/O error: find the array, re-raise
         em = next((m for m in log.durable_episodes() if m.index == i), None)
         where = "" if em is None else _unreadable_arrays(log, em)

@@ -116,7 +116,8 @@ def salvage(src: str | Path, dst: str | Path) -> SalvageReport:
     For a store that :meth:`EpisodeLog.open` reports as corrupt (an incomplete copy, deleted or
     damaged chunk files, a shortened array, a lost commit record) or that a loader refuses for
     NaN / inf: each episode of the episode table is copied if all its rows read back and its
-    float arrays are finite, and skipped (with the reason) otherwise. ``src`` is not modified.
+    float arrays are finite, and skipped (with the reason) otherwise; an episode a crash left
+    open is reported as skipped. ``src`` is not modified.
 
     Raises:
         FileNotFoundError: No zarr store at ``src``.
@@ -132,6 +133,10 @@ def salvage(src: str | Path, dst: str | Path) -> SalvageReport:
     except KeyError as e:
         raise CorruptLogError(f"{src}: cannot salvage, {e} is missing") from e
     n, skipped = 0, []
+    try:  # an episode a crash left open is not in the table: say so
+        op = dict(root["commit"].attrs).get("open_episode")
+    except KeyError:
+        op = None
     with EpisodeLog.create(
         dst, layout, action_dim, {**attrs.get("meta", {}), "salvaged_from": str(src)}
     ) as out:
@@ -170,6 +175,14 @@ def salvage(src: str | Path, dst: str | Path) -> SalvageReport:
                 extra["reward_model_id"] = e["reward_model_id"]
             out.end_episode(e["success"], **extra)
             n += 1
+    if op is not None:
+        skipped.append(
+            (
+                int(op["index"]),
+                "begun but never ended (a crash): not copied; on an otherwise whole store, "
+                "EpisodeLog.open(path, unfinished='truncate') keeps its flushed steps",
+            )
+        )
     return SalvageReport(n, len(table), tuple(skipped))
 
 

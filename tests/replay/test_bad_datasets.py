@@ -269,3 +269,13 @@ def test_other_layout_is_refused_before_loading(good, layout, action_dim, phrase
     assert f"robot-rl dataset info {good}" in msg
     assert tree_digest(good) == before
     assert len(load_demo_buffer(good, LearnerEnvConfig(), LAYOUT, rd.ACTION_DIM, False)) == 15
+
+
+def test_salvage_reports_an_episode_a_crash_left_open(good, tmp_path):
+    with EpisodeLog.open(good, mode="a", flush_every_steps=1) as log:
+        log.begin_episode("demo", seed=3)
+        for t in range(2):
+            log.append(**rd.step(LAYOUT, 3, t, 9))
+    # closed without end_episode: the episode stays open in the commit record
+    rep = salvage(good, tmp_path / "s.zarr")
+    assert rep.copied == 3 and rep.skipped[0][0] == 3 and "never ended" in rep.skipped[0][1]
