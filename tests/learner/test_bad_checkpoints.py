@@ -222,3 +222,26 @@ def test_resume_falls_back_and_keeps_a_complete_fallback(tmp_path, caplog):
 
 def _agent_like(t: Trainer):
     return sac_factory(small_sac())(t.layout, t.action_dim)
+
+
+def test_eval_cli_uses_the_previous_checkpoint_and_says_so(tmp_path, capsys):
+    from robot_rl.cli.main import main
+
+    run = tmp_path / "run"
+    train = ["train", "--task", "reach", "--obs", "state", "--run", str(run), "--steps", "20"]
+    train += ["--eval-every-steps", "10", "--eval-episodes", "1", "--random-steps", "20"]
+    assert main([*train, "--learning-starts", "10", "--batch-size", "8", "--no-progress"]) == 0
+    _flip(_dir(run, 20) / "weights.safetensors")
+    before = tree_digest(run / "checkpoints")
+    assert main(["eval", "--run", str(run), "--episodes", "1", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert got["checkpoint"] == str(_dir(run, 10)) and got["env_steps"] == 10
+    (why,) = got["checkpoints_skipped"]
+    assert str(_dir(run, 20) / "weights.safetensors") in why
+    _flip(_dir(run, 10) / "optim.safetensors")
+    assert main(["eval", "--run", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "CheckpointError" in err and "has no complete checkpoint" in err
+    assert str(_dir(run, 10) / "optim.safetensors") in err
+    _flip(_dir(run, 10) / "optim.safetensors")  # flipped back: as before the test
+    assert tree_digest(run / "checkpoints") == before
