@@ -198,8 +198,8 @@ def print_info(r: dict) -> None:
     )
     if r["unfinished_episodes"]:
         t.add_row("unfinished (crash) episodes", str(r["unfinished_episodes"]))
-    if r["nonfinite"]:
-        bad = "; ".join(f"{b['episode']}: {b['key']} row {b['row']}" for b in r["nonfinite"])
+    if bads := r["nonfinite"]:
+        bad = "; ".join(f"episode {b['episode']}: {b['key']} row {b['row']}" for b in bads)
         t.add_row("[red]NaN / inf (loading refuses)[/red]", f"{bad} (fix: dataset salvage)")
     cams = ", ".join(f"{c} {'x'.join(map(str, s))}" for c, s in r["cameras"].items())
     t.add_row("cameras", cams or "none")
