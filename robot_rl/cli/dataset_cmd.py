@@ -1,12 +1,16 @@
-"""``robot-rl dataset info|export``: summarise a zarr dataset, export it to LeRobot v3.0.
+"""``robot-rl dataset info|export|salvage``: summarise a zarr dataset, export it to LeRobot
+v3.0, or copy what is still good out of a damaged one.
 
     robot-rl dataset info demos.zarr [--json]
+    robot-rl dataset salvage demos.zarr --out demos_fixed.zarr [--json]
     robot-rl dataset export demos.zarr --format lerobot --out lerobot_demos [--fps 10]
         [--task-text "pick up the cube"] [--repo-id local/pick_cube]
 
 ``info`` reads only the log's tables and step flags (no image is decoded). ``export`` writes a
 new folder that ``lerobot.datasets.lerobot_dataset.LeRobotDataset(repo_id, root=...)`` loads;
-see :mod:`robot_rl.dataset.lerobot_export` for the layout and the frame mapping.
+see :mod:`robot_rl.dataset.lerobot_export` for the layout and the frame mapping. ``salvage``
+writes a new dataset with every episode that reads in full and holds no NaN / inf, and lists
+the ones it skipped (:func:`robot_rl.replay.salvage`); the source is never modified.
 Bad input (no dataset at the path, a corrupt store, an existing --out, missing export extra)
 exits with status 2 and a message that says what to change.
 """
@@ -72,9 +76,22 @@ class DatasetExportConfig:
             raise ValueError(f"--repo-id {self.repo_id!r} must look like 'user/name'")
 
 
+@dataclass(frozen=True)
+class DatasetSalvageConfig:
+    """Copy every complete, finite episode of a damaged dataset into a new one."""
+
+    path: tyro.conf.Positional[Path]
+    """The damaged zarr dataset (read only, never modified)."""
+    out: Path
+    """New dataset to write (must not exist)."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+
 DatasetCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
     Annotated[DatasetInfoConfig, tyro.conf.subcommand("info")],
     Annotated[DatasetExportConfig, tyro.conf.subcommand("export")],
+    Annotated[DatasetSalvageConfig, tyro.conf.subcommand("salvage")],
 ]
 
 
@@ -92,6 +109,34 @@ def run_info(cfg: DatasetInfoConfig) -> dict:
     from robot_rl.dataset.info import dataset_info
 
     return dataset_info(cfg.path)
+
+
+def run_salvage(cfg: DatasetSalvageConfig) -> dict:
+    """Salvage ``cfg.path`` into ``cfg.out``; returns what was copied and skipped.
+
+    Raises:
+        FileNotFoundError: No dataset at ``cfg.path``.
+        FileExistsError: ``cfg.out`` exists.
+    """
+    from robot_rl.replay import salvage
+
+    if cfg.out.exists():
+        raise FileExistsError(f"--out {cfg.out} exists; choose a new path")
+    r = salvage(cfg.path, cfg.out)
+    return {
+        "path": str(cfg.path),
+        "out": str(cfg.out),
+        "episodes": r.total,
+        "copied": r.copied,
+        "skipped": [{"episode": i, "why": why} for i, why in r.skipped],
+    }
+
+
+def print_salvage(r: dict) -> None:
+    """What was copied, and each skipped episode with the reason."""
+    print(f"copied {r['copied']} of {r['episodes']} episodes of {r['path']} to {r['out']}")
+    for s in r["skipped"]:
+        print(f"skipped episode {s['episode']}: {s['why']}")
 
 
 def run_export(cfg: DatasetExportConfig, progress: bool = True) -> dict:
@@ -162,6 +207,9 @@ def print_info(r: dict) -> None:
     )
     if r["unfinished_episodes"]:
         t.add_row("unfinished (crash) episodes", str(r["unfinished_episodes"]))
+    if bads := r["nonfinite"]:
+        bad = "; ".join(f"episode {b['episode']}: {b['key']} row {b['row']}" for b in bads)
+        t.add_row("[red]NaN / inf (loading refuses)[/red]", f"{bad} (fix: dataset salvage)")
     cams = ", ".join(f"{c} {'x'.join(map(str, s))}" for c, s in r["cameras"].items())
     t.add_row("cameras", cams or "none")
     t.add_row("state dim / action dim", f"{r['state_dim']} / {r['action_dim']}")

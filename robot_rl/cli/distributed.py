@@ -335,7 +335,7 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
             cmd.server_config(),
             cmd.remote_config(),
             policy_settings(sac, cmd),
-            demos=_learner_demos(cmd, layout),
+            demos=_learner_demos(cmd, layout, action_dim),
             resume=cmd.resume,
             run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             eval_env=eval_env,
@@ -379,14 +379,14 @@ def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
     return twin[0], twin[1], keep, [eval_env, backend]
 
 
-def _learner_demos(cmd: LearnerCmdConfig, layout: Any) -> Any:
+def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int) -> Any:
     """The demo buffer (relabelled with the binary cost for --learned-reward), or None. Twin
     data must match the collect settings too; with --layout-from only the layout counts."""
     if cmd.demos is None:
         return None
     from robot_rl.cli.train import load_demo_buffer
 
-    demos = load_demo_buffer(cmd.demos, cmd.env, layout, check_settings=cmd.layout_from is None)
+    demos = load_demo_buffer(cmd.demos, cmd.env, layout, action_dim, cmd.layout_from is None)
     if cmd.learned_reward:
         from robot_rl.cli.reward_env import binary_cost
 

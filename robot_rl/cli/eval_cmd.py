@@ -47,14 +47,16 @@ class EvalCmdConfig:
 
 
 def run_eval(cfg: EvalCmdConfig) -> dict:
-    """Evaluate ``cfg.run``'s latest checkpoint; return the JSON-able result.
+    """Evaluate ``cfg.run``'s latest complete checkpoint (a damaged one is skipped with a
+    warning; ``checkpoints_skipped`` in the result says which); return the JSON-able result.
 
     Raises:
         FileNotFoundError: not a run directory, or no checkpoint yet.
+        CheckpointError: checkpoints exist but none is complete.
     """
     from robot_rl.cli.factory import make_env_from_setup
     from robot_rl.cli.train import TrainCmdConfig, agent_factory, from_json, sac_config
-    from robot_rl.learner.checkpoint import latest_checkpoint, load_checkpoint
+    from robot_rl.learner.checkpoint import checkpoint_candidates, load_latest_checkpoint
     from robot_rl.learner.evaluate import evaluate
     from robot_rl.learner.loop import read_run_config
     from robot_rl.learner.normalize import StateNormalizer
@@ -65,13 +67,19 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         raise FileNotFoundError(f"{cfg.run}/config.json has no CLI settings (not made by train)")
     cmd = from_json(TrainCmdConfig, {**stored, "run": str(cfg.run), "resume": False, "demos": None})
     sac = sac_config(cmd)
-    ckpt = latest_checkpoint(cfg.run)
-    if ckpt is None:
+    if not checkpoint_candidates(cfg.run):
         raise FileNotFoundError(f"{cfg.run} has no checkpoint yet (checkpoints/latest.json)")
     env, backend = make_env_from_setup(cmd.env.env_setup())
-    adapter = ObsAdapter(env.observation_space)
-    agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
-    state = load_checkpoint(ckpt, agent)
+    try:
+        adapter = ObsAdapter(env.observation_space)
+        agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
+        restored = load_latest_checkpoint(cfg.run, agent)  # skips damaged ones, with a warning
+    except BaseException:
+        env.close()
+        backend.close()
+        raise
+    assert restored is not None  # there are candidates: a checkpoint or a CheckpointError
+    ckpt, state = restored.path, restored.state
     writer, hook, oob = None, None, []
     if cfg.video is not None:
         from robot_rl.cli.video import VideoWriter
@@ -118,6 +126,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         "obs": cmd.env.obs,
         "run": str(cfg.run),
         "checkpoint": str(ckpt),
+        "checkpoints_skipped": list(restored.skipped),
         "env_steps": state.env_steps,
         "updates": state.updates,
     }
@@ -128,6 +137,8 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
 
 def print_report(result: dict) -> None:
     """One human-readable summary line."""
+    for why in result.get("checkpoints_skipped", []):
+        print(f"skipped a damaged checkpoint: {why}")
     print(
         f"eval {result['task']} ({result['obs']}) from {result['checkpoint']} "
         f"({result['env_steps']} env steps): success rate {result['success_rate']:.2f} over "

@@ -11,7 +11,8 @@ Subcommands:
     up       start and supervise the ROS 2 nodes of a setup (launch/*.yaml).
     record   teleoperate over ROS 2 and record demonstrations (zarr).
     label    teleoperate over ROS 2 and label frames success / not (zarr) for reward models.
-    dataset  summarise a dataset (info) or export it to the LeRobot format (export).
+    dataset  summarise a dataset (info), export it to the LeRobot format (export), or copy the
+             good episodes of a damaged one (salvage).
     reward   success classifiers: twin frames (frames), train, eval, serve (gRPC).
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
@@ -168,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
         (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dataset_cmd.print_info),
         (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, dataset_cmd.print_export),
+        (dataset_cmd.DatasetSalvageConfig, dataset_cmd.run_salvage, dataset_cmd.print_salvage),
         (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, reward_cmd.print_frames_report),
         (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reward_cmd.print_train_report),
         (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reward_cmd.print_eval_report),

@@ -417,6 +417,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     Returns:
         ``(trainer, resolved cmd, things to close())``.
     """
+    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.learner.loop import Trainer
     from robot_rl.replay import ObsAdapter
 
@@ -432,7 +433,8 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     envs = build_envs(cmd)
     try:
         layout = ObsAdapter(envs.env.observation_space).layout
-        demos = load_demo_buffer(cmd.demos, cmd.env, layout) if cmd.demos is not None else None
+        adim = ActionMap(envs.env.action_space).dim
+        demos = None if cmd.demos is None else load_demo_buffer(cmd.demos, cmd.env, layout, adim)
         if demos is not None and envs.late_rewards is not None:
             from robot_rl.cli.reward_env import binary_cost
 
@@ -534,26 +536,38 @@ def run_train(cmd: TrainCmdConfig) -> dict:
 
 
 def load_demo_buffer(
-    demos: Path, env_cfg: LearnerEnvConfig, layout: Any, check_settings: bool = True
+    demos: Path,
+    env_cfg: LearnerEnvConfig,
+    layout: Any,
+    action_dim: int,
+    check_settings: bool = True,
 ) -> Any:
-    """The demo ReplayBuffer from ``demos``, checked against the learner's layout (and, for
-    twin data, ``check_settings``: against the env settings it was collected with)."""
+    """The demo ReplayBuffer from ``demos``, checked against the learner's layout and action
+    size (before a single episode is read) and, for twin data, ``check_settings``: against the
+    env settings it was collected with. Bad data (NaN / inf, damaged chunks) is refused by
+    :func:`robot_rl.replay.load_demos` with the episode, array and row."""
     from robot_rl.replay import EpisodeLog, load_demos
+    from robot_rl.replay.checks import layout_difference
 
     path = Path(demos)
-    if check_settings:
-        with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
-            stored = (getattr(log, "meta", None) or {}).get("env")
-        if not same_data_settings(stored, env_cfg):
-            raise ValueError(
-                f"demos {path} were collected with env settings {stored} but training uses "
-                f"{env_cfg.data_settings()}; collect with the same --obs/--cameras/--image-size/"
-                "--control-rotation or train with the demos' settings"
-            )
-    buf = load_demos(path)
-    if getattr(buf, "layout", layout) != layout:
-        raise ValueError(f"demos {path} have observation layout {buf.layout}, the env {layout}")
-    return buf
+    with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
+        stored = (getattr(log, "meta", None) or {}).get("env")
+        have, have_adim = log.layout, log.action_dim
+    if check_settings and not same_data_settings(stored, env_cfg):
+        raise ValueError(
+            f"demos {path} were collected with env settings {stored} but training uses "
+            f"{env_cfg.data_settings()}; collect with the same --obs/--cameras/--image-size/"
+            "--control-rotation or train with the demos' settings"
+        )
+    diff = layout_difference(have, have_adim, layout, action_dim)
+    if diff:
+        raise ValueError(
+            f"demos {path} do not fit the env: {'; '.join(diff)}. Nothing was loaded. "
+            f"`robot-rl dataset info {path}` shows the dataset's cameras and sizes; record the "
+            "demos with the env's settings (--obs/--cameras/--image-size, the same robot and "
+            "task), or train with the demos' settings"
+        )
+    return load_demos(path)
 
 
 def print_report(result: dict) -> None:

@@ -2,23 +2,27 @@
 
 Counts come from the log's committed episode table; per-step flags (interventions,
 termination, time limits, stamps) are read from the time-major step arrays only, so a pixel
-dataset is summarised without decompressing a single image. The log is opened read-only:
-an episode a crash left open is counted as an unfinished episode (its flushed steps are kept,
-as ``EpisodeLog.open(..., unfinished="truncate")`` does) and nothing is written.
+dataset is summarised without decompressing a single image; the action, reward and state
+arrays are checked for NaN / inf (which loaders refuse, :mod:`robot_rl.replay.checks`). The log
+is opened read-only: an episode a crash left open is counted as an unfinished episode (its
+flushed steps are kept, as ``EpisodeLog.open(..., unfinished="truncate")`` does) and nothing is
+written.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 
+from robot_rl.replay.checks import find_nonfinite
 from robot_rl.replay.log import EpisodeLog
-from robot_rl.replay.schema import FORMAT, SOURCES, VERSION
+from robot_rl.replay.schema import FORMAT, SOURCES, VERSION, CorruptLogError, salvage_advice
 
 
 def disk_size_bytes(path: Path) -> int:
@@ -58,7 +62,8 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
         ``state_dim``, ``action_dim``, ``fps`` (``control_hz`` if recorded in the metadata,
         else None) and ``fps_from_stamps`` (1 / median step interval), ``terminated_episodes``
         / ``truncated_episodes`` (how the last step ended), ``unfinished_episodes`` (indices of
-        episodes a crash left open), ``policy_versions`` ([min, max]), ``mean_return``,
+        episodes a crash left open), ``nonfinite`` (NaN / inf a loader refuses: episode, key,
+        first row, count), ``policy_versions`` ([min, max]), ``mean_return``,
         ``meta`` (the log's metadata) and ``size_bytes`` on disk.
 
     Raises:
@@ -70,10 +75,15 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     eps = log.episodes
     n_steps = log.num_steps
     root = zarr.open_group(str(path), mode="r")
-    step = {
-        k: np.asarray(root[f"data/{k}"][:n_steps])
-        for k in ("intervened", "terminated", "truncated", "reward", "stamp_s")
-    }
+    try:
+        step = {
+            k: np.asarray(root[f"data/{k}"][:n_steps])
+            for k in ("intervened", "terminated", "truncated", "reward", "stamp_s")
+        }
+    except Exception as e:  # noqa: BLE001 - a damaged chunk file: say so, with the fix
+        msg = f"{path}: a step array cannot be read ({e}); {salvage_advice(path)}"
+        raise CorruptLogError(msg) from e
+    nonfinite = [asdict(p) for p in find_nonfinite(log, eps)]
     by_source_eps = Counter(e.source for e in eps)
     by_source_steps: Counter[str] = Counter()
     intervened_eps: Counter[str] = Counter()
@@ -138,6 +148,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
         "terminated_episodes": n_term,
         "truncated_episodes": n_trunc,
         "unfinished_episodes": [e.index for e in eps if e.recovered is not None],
+        "nonfinite": nonfinite,
         "policy_versions": (
             [min(e.policy_version_min for e in eps), max(e.policy_version_max for e in eps)]
             if eps

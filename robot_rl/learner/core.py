@@ -30,8 +30,7 @@ import torch
 from robot_rl.core.batch import ObsLayout
 from robot_rl.learner.checkpoint import (
     TrainerState,
-    latest_checkpoint,
-    load_checkpoint,
+    load_latest_checkpoint,
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
@@ -76,6 +75,11 @@ class LearnerCore:
         self.state = TrainerState()
         self.sample_rng = np.random.default_rng((cfg.seed, 1))  # STYLE.md #11: its own stream
         self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
+        if demos is not None and (demos.layout, demos.action_dim) != (layout, self.action_dim):
+            raise ValueError(
+                f"the demos' layout {demos.layout} (action size {demos.action_dim}) differs from "
+                f"the env's {layout} ({self.action_dim}): record the demos with the env's settings"
+            )
         self.demos = demos if demos is not None and len(demos) > 0 else None
         self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
         if cfg.intervention_mode == "hil-serl" and intervention_room:
@@ -88,6 +92,7 @@ class LearnerCore:
         self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
         self.norm: StateNormalizer | None = None
         self.evals: list[dict] = []
+        self.restored_from: Path | None = None  # the checkpoint restore() loaded
 
     def router(self) -> Router:
         """A new router into these buffers (one per stream of consecutive episodes)."""
@@ -136,15 +141,17 @@ class LearnerCore:
     def restore(
         self, np_rngs: dict[str, np.random.Generator], torch_rngs: dict[str, torch.Generator]
     ) -> bool:
-        """Load the latest checkpoint (agent, counters, normaliser, the given RNGs' states) and
-        the evaluation rows; False if the run has no checkpoint yet."""
+        """Load the newest complete checkpoint (agent, counters, normaliser, the given RNGs'
+        states; a damaged one is skipped with a warning, see :mod:`robot_rl.learner.checkpoint`)
+        and the evaluation rows; False if the run has no checkpoint yet."""
         evals = self.run_dir / EVAL_JSONL
         if evals.exists():
             self.evals = [json.loads(s) for s in evals.read_text().splitlines() if s.strip()]
-        ckpt = latest_checkpoint(self.run_dir)
-        if ckpt is None:
+        restored = load_latest_checkpoint(self.run_dir, self.agent)  # falls back past damage
+        if restored is None:
             return False
-        self.state = load_checkpoint(ckpt, self.agent)
+        self.restored_from = restored.path
+        self.state = restored.state
         self.state.restore({"sample": self.sample_rng, **np_rngs}, torch_rngs)
         if self.state.state_norm is not None:
             self.norm = StateNormalizer.from_json(self.state.state_norm)

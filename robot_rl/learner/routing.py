@@ -45,6 +45,7 @@ import numpy as np
 from robot_rl.core import keys
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, INTERVENTION_MODES
 from robot_rl.replay import EpisodeLog, ReplayBuffer
+from robot_rl.replay.checks import check_finite, read_checked
 
 
 @dataclass(frozen=True)
@@ -142,15 +143,18 @@ class Router:
             steps += eps[first].length
             rows += eps[first].length + 1
         added = n_int = n_steps = 0
+        to_read = []
         for k, e in enumerate(eps):
-            fits = k >= first
             known = e.extra.get("intervened_steps")
             wanted = (known is None and read_unknown) or (bool(known) and self.mode == "hil-serl")
-            if not (fits or wanted):
+            if k >= first or wanted:
+                to_read.append((e, k >= first))
+            else:
                 n_int += int(e.extra.get("interventions", 0))
                 n_steps += int(known or 0)
-                continue
-            ep = log.read_episode(e.index)
+        check_finite(log, [e for e, _ in to_read])  # NaN/inf refuses (robot_rl.replay.checks)
+        for e, fits in to_read:
+            ep = read_checked(log, e.index)
             flags = np.asarray(ep["intervened"], dtype=bool)
             onsets = flags & ~np.concatenate([[False], flags[:-1]])
             n_int += int(onsets.sum())

@@ -6,7 +6,8 @@ Imports only :mod:`robot_rl.core` from the repo (plus numpy, torch, zarr, gymnas
 
 from robot_rl.replay.adapter import ObsAdapter
 from robot_rl.replay.buffer import ReplayBuffer
-from robot_rl.replay.demos import load_demos, rebuild_buffer, salvage
+from robot_rl.replay.checks import NonFiniteDataError
+from robot_rl.replay.demos import SalvageReport, load_demos, rebuild_buffer, salvage
 from robot_rl.replay.log import (
     CorruptLogError,
     EpisodeLog,
@@ -20,8 +21,10 @@ __all__ = [
     "EpisodeLog",
     "EpisodeMeta",
     "Mixer",
+    "NonFiniteDataError",
     "ObsAdapter",
     "ReplayBuffer",
+    "SalvageReport",
     "UnfinishedEpisodeError",
     "load_demos",
     "rebuild_buffer",

@@ -1,9 +1,16 @@
 """Between the durable log and the RAM buffers: rebuild on resume, load demos, salvage a
-damaged log."""
+damaged log.
+
+Loading refuses bad data with an error that names the dataset, episode, array and row and says
+what to do (:mod:`robot_rl.replay.checks`): NaN / inf anywhere a learner reads refuses the whole
+load (:class:`~robot_rl.replay.checks.NonFiniteDataError`); :func:`salvage` writes a copy that
+skips those episodes (and unreadable ones) and never changes the source.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,8 +19,13 @@ import zarr
 from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay.buffer import ReplayBuffer
+from robot_rl.replay.checks import check_finite, nonfinite_in_episode, read_checked
 from robot_rl.replay.log import EpisodeLog
-from robot_rl.replay.schema import STEP_FIELD_NAMES, CorruptLogError, layout_from_json
+from robot_rl.replay.schema import (
+    STEP_FIELD_NAMES,
+    CorruptLogError,
+    layout_from_json,
+)
 
 
 def rebuild_buffer(
@@ -31,6 +43,10 @@ def rebuild_buffer(
 
     Returns:
         Number of transitions added.
+
+    Raises:
+        NonFiniteDataError: An episode to read holds NaN / inf (nothing is added).
+        CorruptLogError: An episode cannot be read (a damaged chunk file).
     """
     if buffer.layout != log.layout or buffer.action_dim != log.action_dim:
         raise ValueError(
@@ -43,9 +59,10 @@ def rebuild_buffer(
         first -= 1
         steps += eps[first].length
         rows += eps[first].length + 1
+    check_finite(log, eps[first:])
     added = 0
     for e in eps[first:]:
-        buffer.add_episode(log.read_episode(e.index))
+        buffer.add_episode(read_checked(log, e.index))
         added += e.length
     return added
 
@@ -62,6 +79,11 @@ def load_demos(
         path: The zarr store.
         device: Device of sampled batches.
         sources: Only episodes of these sources (None: all).
+
+    Raises:
+        FileNotFoundError: No log at ``path``.
+        CorruptLogError: Inconsistent or unreadable store (see :meth:`EpisodeLog.open`).
+        NonFiniteDataError: NaN / inf in an episode (every one is listed; nothing is loaded).
     """
     with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
         eps = [e for e in log.episodes if sources is None or e.source in sources]
@@ -73,19 +95,36 @@ def load_demos(
     return buf
 
 
-def salvage(src: str | Path, dst: str | Path) -> int:
-    """Copy every still-readable finished episode of a damaged log into a new log at ``dst``.
+@dataclass(frozen=True)
+class SalvageReport:
+    """What :func:`salvage` did.
 
-    For a store that :meth:`EpisodeLog.open` reports as corrupt (an incomplete copy, deleted
-    chunk files, a shortened array): episodes are copied in order until the first one that
-    cannot be read in full. ``src`` is not modified.
+    Attributes:
+        copied: Episodes written to the new log.
+        total: Episodes in the source's episode table.
+        skipped: ``(episode index, why)`` for each episode not copied.
+    """
 
-    Returns:
-        Number of episodes copied.
+    copied: int
+    total: int
+    skipped: tuple[tuple[int, str], ...]
+
+
+def salvage(src: str | Path, dst: str | Path) -> SalvageReport:
+    """Copy every finished episode of ``src`` that reads in full and is finite into a new log.
+
+    For a store that :meth:`EpisodeLog.open` reports as corrupt (an incomplete copy, deleted or
+    damaged chunk files, a shortened array, a lost commit record) or that a loader refuses for
+    NaN / inf: each episode of the episode table is copied if all its rows read back and its
+    float arrays are finite, and skipped (with the reason) otherwise; an episode a crash left
+    open is reported as skipped. ``src`` is not modified.
 
     Raises:
+        FileNotFoundError: No zarr store at ``src``.
         CorruptLogError: Not even the layout or episode table can be read.
     """
+    if not (Path(src) / "zarr.json").exists():
+        raise FileNotFoundError(f"no dataset at {src} (no zarr.json)")
     root = zarr.open_group(str(src), mode="r", zarr_format=3)
     try:
         attrs = dict(root.attrs)
@@ -93,17 +132,30 @@ def salvage(src: str | Path, dst: str | Path) -> int:
         table = list(root["meta"].attrs["episodes"])
     except KeyError as e:
         raise CorruptLogError(f"{src}: cannot salvage, {e} is missing") from e
-    n = 0
+    n, skipped = 0, []
+    try:  # an episode a crash left open is not in the table: say so
+        op = dict(root["commit"].attrs).get("open_episode")
+    except KeyError:
+        op = None
     with EpisodeLog.create(
         dst, layout, action_dim, {**attrs.get("meta", {}), "salvaged_from": str(src)}
     ) as out:
         for e in table:
             if not e.get("finished", False):
-                break
+                skipped.append((int(e["index"]), "never finished"))
+                continue
             try:
                 ep = _read_raw(root, layout, e)
-            except Exception:  # noqa: BLE001 - a missing or short array ends the salvage
-                break
+            except Exception as err:  # noqa: BLE001 - a missing, short or damaged array: skip
+                skipped.append((int(e["index"]), f"cannot be read ({err})"))
+                continue
+            flat = {k: ep[k] for k in STEP_FIELD_NAMES}
+            if keys.STATE in ep["obs"]:
+                flat["obs/state"] = ep["obs"][keys.STATE]
+            bad = nonfinite_in_episode(flat, int(e["index"]), str(e["source"]))
+            if bad:
+                skipped.append((int(e["index"]), "; ".join(b.describe() for b in bad)))
+                continue
             out.begin_episode(e["source"], e["policy_version"], e["seed"])
             for t in range(e["length"]):
                 out.append(
@@ -123,7 +175,15 @@ def salvage(src: str | Path, dst: str | Path) -> int:
                 extra["reward_model_id"] = e["reward_model_id"]
             out.end_episode(e["success"], **extra)
             n += 1
-    return n
+    if op is not None:
+        skipped.append(
+            (
+                int(op["index"]),
+                "begun but never ended (a crash): not copied; on an otherwise whole store, "
+                "EpisodeLog.open(path, unfinished='truncate') keeps its flushed steps",
+            )
+        )
+    return SalvageReport(n, len(table), tuple(skipped))
 
 
 def _read_raw(root: zarr.Group, layout: ObsLayout, e: dict) -> dict:
@@ -134,7 +194,7 @@ def _read_raw(root: zarr.Group, layout: ObsLayout, e: dict) -> dict:
     for name in STEP_FIELD_NAMES:
         a = root[f"data/{name}"]
         if a.shape[0] < s1:
-            raise ValueError(f"data/{name} too short")
+            raise ValueError(f"data/{name} has {a.shape[0]} rows, the episode ends at {s1}")
         out[name] = a[s0:s1]
     obs = {}
     paths = {"state": "data/obs/state"} if layout.state_dim else {}
@@ -142,7 +202,7 @@ def _read_raw(root: zarr.Group, layout: ObsLayout, e: dict) -> dict:
     for k, p in paths.items():
         a = root[p]
         if a.shape[0] < o1:
-            raise ValueError(f"{p} too short")
+            raise ValueError(f"{p} has {a.shape[0]} rows, the episode ends at {o1}")
         obs[k] = a[o0:o1]
     out["obs"] = obs
     return out

@@ -352,7 +352,7 @@ class EpisodeLog:
         else:
             row = obs_row(obs_learner, self.layout, "obs_learner")
             for k, v in row.items():
-                if not np.array_equal(v, self._last_next[k]):
+                if not np.array_equal(v, self._last_next[k], equal_nan=True):  # NaN: checks.py
                     raise ValueError(
                         f"obs_learner[{k}] differs from the previous step's next_obs_learner; "
                         "within an episode they must be equal (begin a new episode after a reset)"

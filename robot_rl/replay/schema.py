@@ -147,6 +147,28 @@ def write_rows(
     arr[start:stop] = data
 
 
+def salvage_advice(path: Path) -> str:
+    """What to do about a damaged log at ``path`` (the tail of every :class:`CorruptLogError`)."""
+    return (
+        "the store was not modified. If files were lost or the copy is incomplete, restore "
+        f"them from a backup, or copy every episode that is still complete and finite into a "
+        f"new dataset: robot-rl dataset salvage {path} --out NEW_PATH "
+        "(robot_rl.replay.salvage in Python)"
+    )
+
+
+def _cut_episodes(table: list[dict[str, Any]], rows: int, obs: bool) -> str:
+    """Which committed episodes an array of ``rows`` rows cuts short (for the message)."""
+    cut = [
+        int(e["index"])
+        for e in table
+        if (e["start_obs"] + e["length"] + 1 if obs else e["start_step"] + e["length"]) > rows
+    ]
+    if not cut:
+        return " (the open episode's rows)"
+    return f" (episodes {cut[0]}..{cut[-1]} are incomplete, episodes before {cut[0]} are whole)"
+
+
 def load_and_check(
     root: zarr.Group, path: Path, fields: Mapping[str, tuple[tuple[int, ...], str]]
 ) -> tuple[dict[str, zarr.Array], int, int, list[dict[str, Any]], dict[str, Any] | None]:
@@ -159,24 +181,27 @@ def load_and_check(
     Raises:
         CorruptLogError: Anything missing or inconsistent, with what to do about it.
     """
-    advice = (
-        "the store was not modified. If files were lost or the copy is incomplete, restore "
-        f"them from a backup; robot_rl.replay.salvage({str(path)!r}, new_path) copies "
-        "every episode that is still complete into a new log"
-    )
+    advice = salvage_advice(path)
     try:
         commit = dict(root["commit"].attrs)
+        n_steps, n_obs = int(commit["num_steps"]), int(commit["num_obs"])
+        n_eps, op = int(commit["num_episodes"]), commit.get("open_episode")
+    except (KeyError, TypeError, ValueError) as e:
+        msg = (
+            f"{path}: the commit record (commit/zarr.json) is missing or incomplete ({e!r}), so "
+            f"which rows are complete is unknown; {advice}"
+        )
+        raise CorruptLogError(msg) from e
+    try:
         table = list(root["meta"].attrs["episodes"])
         ends_arr = root["meta/episode_ends"]
     except KeyError as e:
-        msg = f"{path}: missing {e} (commit record or episode table); {advice}"
+        msg = f"{path}: missing {e} (the episode table, meta/); {advice}"
         raise CorruptLogError(msg) from e
     missing = [n for n in fields if f"data/{n}" not in root]
     if missing:
         raise CorruptLogError(f"{path}: missing arrays {['data/' + n for n in missing]}; {advice}")
     arrays = {n: root[f"data/{n}"] for n in fields}
-    n_steps, n_obs = int(commit["num_steps"]), int(commit["num_obs"])
-    n_eps, op = int(commit["num_episodes"]), commit.get("open_episode")
     problems = []
     for n, (shape, dtype) in fields.items():
         a = arrays[n]
@@ -184,7 +209,10 @@ def load_and_check(
             problems.append(f"data/{n} is {a.shape[1:]} {a.dtype}, expected {shape} {dtype}")
         need = n_obs if n.startswith("obs/") else n_steps
         if a.shape[0] < need:
-            problems.append(f"data/{n} has {a.shape[0]} rows but {need} are committed")
+            problems.append(
+                f"data/{n} has {a.shape[0]} rows but {need} are committed"
+                + _cut_episodes(table[:n_eps], a.shape[0], n.startswith("obs/"))
+            )
     if len(table) < n_eps or ends_arr.shape[0] < n_eps:
         problems.append(
             f"{n_eps} episodes are committed but the table has {len(table)} and "

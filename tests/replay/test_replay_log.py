@@ -199,7 +199,7 @@ def test_short_array_is_a_clear_error_and_salvage_keeps_complete_episodes(log_pa
     with pytest.raises(CorruptLogError, match="data/obs/images/wrist has .* rows but .* committed"):
         EpisodeLog.open(log_path)
     out = tmp_path / "salvaged.zarr"
-    assert salvage(log_path, out) == 2
+    assert salvage(log_path, out).copied == 2
     with EpisodeLog.open(out, unfinished="error") as log:
         assert [m.length for m in log.episodes] == list(LENGTHS[:2])
         for ep, n in enumerate(LENGTHS[:2]):
