@@ -44,6 +44,7 @@ The actor's directory (embedded: the run directory)::
     log.zarr/          every transition it produced (durable; the outbox)
     actor.json         counters, rewritten at every episode end
     policy.json        distributed: the learner's policy settings (from its Hello)
+    run_settings.json  distributed: the run's env settings (from its Hello)
     weights.safetensors distributed: the last weights loaded (a restart acts with them while
                        the learner is away)
 """

@@ -9,11 +9,14 @@ On each robot PC (or next to it, for the twin)::
     robot-rl actor --learner HOST:50061 --run runs/x-left [--actor-id left] [--token T]
                    [--setup launch/sim.yaml --launch]
 
-The learner owns the settings of the run: env layout (``--task --obs --cameras ...``, the same
-flags as ``train``; an actor whose observation layout differs is refused at Hello, naming the
-difference), agent, demos, UTD, step budget. It tells each actor its policy settings at Hello,
-so an actor builds the same acting networks; the actor owns its env (direct twin, or a
-``--setup`` behind ROS 2), its human (``--human``), its log and its seed. See
+The learner owns the settings of the run: the env (``--task --obs --cameras ...``, the same
+flags as ``train``), agent, demos, UTD, step budget. It tells each actor the env settings and
+its policy settings at Hello, before the actor builds its env, so that an actor builds the same
+env and acting networks (:mod:`robot_rl.cli.run_settings`: an env flag given on the actor must
+equal the learner's; one left off is the learner's; an actor whose observation layout still
+differs, e.g. a ``--setup`` with other cameras, is refused at Hello, naming the difference).
+The actor owns how it reaches its env (direct twin, or a ``--setup`` behind ROS 2), its human
+(``--human``), its log, its seed and its pacing (``--control-hz``). See
 :mod:`robot_rl.learner.remote` and :mod:`robot_rl.actor.loop` for what each side does and keeps
 on disk, and the README's "Distributed training" section.
 
@@ -29,7 +32,6 @@ import json
 import os
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,6 +40,7 @@ import tyro
 
 from policies.config import SACConfig
 from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.cli.run_settings import ActorEnvFlags, run_settings_json
 from robot_rl.cli.train import (
     TRAIN_INIT_TEMPERATURE,
     EncoderName,
@@ -63,7 +66,8 @@ class LearnerCmdConfig:
     env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
         default_factory=LearnerEnvConfig
     )
-    """The env layout the actors must send (and the twin the learner evaluates on)."""
+    """The run's env: the actors build theirs from these settings (and the learner evaluates on
+    its twin)."""
     bind: str = "127.0.0.1:50061"
     """host:port to serve on (port 0: any free port; see run/server.json). Loopback unless
     --allow-non-loopback."""
@@ -167,6 +171,7 @@ class LearnerCmdConfig:
             tls_cert_path=self.tls_cert,
             tls_key_path=self.tls_key,
             max_actors=self.max_actors,
+            run_settings_json=run_settings_json(self.env),
         )
 
     def remote_config(self) -> Any:
@@ -184,16 +189,15 @@ class ActorCmdConfig(RewardFlags):
     """Run a distributed actor: act on the env, log, stream to the learner, load its weights."""
 
     run: Path
-    """The actor's directory (its log, the learner's policy settings, the last weights);
-    reopened if it exists (a restart resends what the learner lacks)."""
+    """The actor's directory (its log, the learner's run and policy settings, the last
+    weights); reopened if it exists (a restart resends what the learner lacks)."""
     learner: str = "127.0.0.1:50061"
     """host:port of `robot-rl learner`."""
     actor_id: str | None = None
     """This actor's stable id (default: the --run directory's name)."""
-    env: Annotated[LearnerEnvConfig, tyro.conf.OmitArgPrefixes] = field(
-        default_factory=LearnerEnvConfig
-    )
-    """The env (its layout must be the learner's)."""
+    env: Annotated[ActorEnvFlags, tyro.conf.OmitArgPrefixes] = field(default_factory=ActorEnvFlags)
+    """The run's env settings come from the learner at connect; give one here only to insist
+    on it (it must equal the learner's)."""
     setup: Path | None = None
     """Act behind ROS 2 on this setup (launch/*.yaml) instead of the direct twin."""
     launch: bool = False
@@ -224,7 +228,8 @@ class ActorCmdConfig(RewardFlags):
     """Pace the direct twin at this rate, like a robot (None: as fast as it steps; a --setup
     env paces itself)."""
     connect_timeout_s: float = 60.0
-    """First start: how long to wait for the learner's policy settings, seconds."""
+    """First start: how long to wait for the learner's settings, seconds (a restart waits 5 s,
+    then acts on the settings cached in --run)."""
     drain_timeout_s: float = 30.0
     """At the end: how long to wait for learned rewards still due (--reward), then for the
     learner to acknowledge the rest of the log, seconds."""
@@ -257,11 +262,12 @@ class ActorCmdConfig(RewardFlags):
     def id(self) -> str:
         return self.actor_id or Path(self.run).resolve().name
 
-    def as_train(self) -> TrainCmdConfig:
-        """The env-building part as a ``train`` config (shared composition helpers)."""
+    def as_train(self, env: LearnerEnvConfig | None = None) -> TrainCmdConfig:
+        """The env-building part as a ``train`` config (shared composition helpers), for the
+        run's env settings ``env`` (None: this command line's over the defaults)."""
         return TrainCmdConfig(
             run=self.run,
-            env=self.env,
+            env=env if env is not None else LearnerEnvConfig(**self.env.given()),
             seed=self.seed,
             human=self.human,
             setup=self.setup,
@@ -434,44 +440,55 @@ def print_learner_report(result: dict) -> None:
 
 # -- actor -----------------------------------------------------------------------------------
 
-POLICY_JSON = "policy.json"
-
 
 def run_actor(cmd: ActorCmdConfig) -> dict:
-    """Build the actor for ``cmd``, connect, act until STOP / --steps / a signal."""
+    """Ask the learner for the run's settings, build the env, connect, act until STOP /
+    --steps / a signal."""
     import torch
 
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import WEIGHTS_FILE, Actor
     from robot_rl.actor.policy import ActingPolicy
+    from robot_rl.cli.run_settings import actor_settings
     from robot_rl.cli.train import agent_factory, build_envs
     from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import ObsAdapter
-    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
+    from robot_rl.transport.client import LearnerClient, LearnerClientConfig, LearnerError
     from robot_rl.transport.codec import layout_fingerprint
+    from robot_rl.transport.run_info import ask_learner
 
     torch.set_num_threads(cmd.num_threads)
-    envs = build_envs(cmd.as_train())
+    client_cfg = LearnerClientConfig(
+        target=cmd.learner,
+        actor_id=cmd.id,
+        token=cmd.token if cmd.token is not None else os.environ.get(TOKEN_ENV) or None,
+        root_cert_path=cmd.tls_root_cert,
+        tls_server_name=cmd.tls_server_name,
+        reconnect_max_s=2.0,  # a restarted learner is found within ~2 s
+    )
+    try:
+        got = actor_settings(
+            cmd.run, cmd.env, lambda t: ask_learner(client_cfg, t), cmd.learner,
+            cmd.connect_timeout_s,
+        )  # fmt: skip
+    except LearnerError as e:
+        raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
+    print(f"[{cmd.id}] {got.startup_line}", file=sys.stderr, flush=True)
+    envs = build_envs(cmd.as_train(got.env))
     client = None
     try:
         env = envs.env
         layout = ObsAdapter(env.observation_space).layout
         action_dim = ActionMap(env.action_space).dim
-        client = LearnerClient(
-            LearnerClientConfig(
-                target=cmd.learner,
-                actor_id=cmd.id,
-                token=cmd.token if cmd.token is not None else os.environ.get(TOKEN_ENV) or None,
-                root_cert_path=cmd.tls_root_cert,
-                tls_server_name=cmd.tls_server_name,
-                reconnect_max_s=2.0,  # a restarted learner is found within ~2 s
-            ),
-            layout_fingerprint(layout, action_dim),
-        )
-        settings = _policy_settings(cmd, client)
-        sac = _actor_sac(settings, cmd)
+        client = LearnerClient(client_cfg, layout_fingerprint(layout, action_dim))
+        if got.from_learner:  # a layout refusal (e.g. a --setup's cameras) before acting
+            try:
+                client.wait_connected(timeout_s=cmd.connect_timeout_s)
+            except LearnerError as e:
+                raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
+        sac = _actor_sac(got.policy, cmd)
         agent = agent_factory(sac, cmd.seed, cmd.device)(layout, action_dim)
-        policy = ActingPolicy(agent, layout, settings["normalize_state"], cmd.seed + 3)
+        policy = ActingPolicy(agent, layout, got.policy["normalize_state"], cmd.seed + 3)
         policy.restore(cmd.run / WEIGHTS_FILE)
         progress = _ActorProgress(cmd.id) if cmd.progress else None
         actor = Actor(
@@ -495,36 +512,8 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
         envs.close()
     out = dataclasses.asdict(stats)
     out.update(actor_id=cmd.id, run=str(cmd.run), learner=cmd.learner)
+    out.update(settings=got.env.to_json(), settings_from="learner" if got.from_learner else "cache")
     return out
-
-
-def _policy_settings(cmd: ActorCmdConfig, client: Any) -> dict:
-    """The learner's policy settings: from its Hello (saved), else the saved ones."""
-    from robot_rl.learner.rundir import write_json_atomic
-    from robot_rl.transport.client import LearnerError
-
-    path = cmd.run / POLICY_JSON
-    deadline = time.monotonic() + (cmd.connect_timeout_s if not path.exists() else 5.0)
-    while time.monotonic() < deadline:
-        if client.fatal_error is not None:
-            raise ValueError(
-                f"the learner at {cmd.learner} refused this actor: {client.fatal_error}"
-            )
-        if client.policy_json:
-            cmd.run.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, json.loads(client.policy_json))
-            break
-        try:
-            client.wait_connected(timeout_s=0.2)
-        except LearnerError as e:
-            raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
-    if not path.exists():
-        raise TimeoutError(
-            f"no learner answered at {cmd.learner} within {cmd.connect_timeout_s} s, and "
-            f"{cmd.run} holds no policy settings from an earlier connection: start "
-            "`robot-rl learner` first (or check --learner, --token, TLS)"
-        )
-    return json.loads(path.read_text())
 
 
 def _actor_sac(settings: dict, cmd: ActorCmdConfig) -> Any:

@@ -38,7 +38,7 @@ from safetensors.numpy import save as st_save
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay.schema import layout_from_json, layout_to_json, obs_fields, step_fields
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """Wire protocol version (HelloRequest/HelloReply.protocol_version); bump on any change of the
 proto or of the payload layout."""
 

@@ -1,7 +1,8 @@
 """The learner's gRPC server (``Learner`` service of ``transport.proto``): transitions in, weights,
 run control and stats out.
 
-:class:`LearnerServer` answers ``Hello`` (layout and protocol check, where to resume), takes
+:class:`LearnerServer` answers ``Hello`` (layout and protocol check, where to resume, the run's
+policy and env settings; a Hello without a layout only asks for the settings), takes
 transition batches on ``PushTransitions`` (one Ack per batch, in order; rows the sink already
 holds are dropped and counted, a batch that would leave a gap is refused; a malformed batch gets
 an Ack with the error and the stream goes on), and fans learner events out on ``Subscribe``
@@ -82,6 +83,9 @@ class LearnerServerConfig:
     policy_json: str = ""
     """The learner's policy settings (JSON), told to actors in Hello so that they build the same
     acting networks; "" for none."""
+    run_settings_json: str = ""
+    """The run's env settings (JSON), told to actors in Hello so that they build the same env
+    (``robot_rl.cli.run_settings``); "" for none."""
 
     def __post_init__(self) -> None:
         check_bind(self.bind, self.allow_non_loopback, 50061, "actors on other machines")
@@ -238,14 +242,16 @@ class _Servicer(pb_grpc.LearnerServicer):
                 f"protocol version: the actor speaks {request.protocol_version}, the learner "
                 f"{PROTOCOL_VERSION}; run the same robot_rl version on both machines",
             )
-        if request.layout_json != self.fingerprint:
+        settings_only = not request.layout_json  # the actor asks before it builds its env
+        if not settings_only and request.layout_json != self.fingerprint:
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"layout differs: the actor sends {_clip(request.layout_json)}, the learner has "
                 f"{self.fingerprint}; build the actor from the same setup (cameras, image size, "
                 "state, action) as the learner",
             )
-        self.counters(request.actor_id)
+        if not settings_only:
+            self.counters(request.actor_id)
         with self.cond:
             version = self.weights_version
         return pb.HelloReply(
@@ -255,6 +261,7 @@ class _Servicer(pb_grpc.LearnerServicer):
             max_message_bytes=self._cfg.max_message_bytes,
             protocol_version=PROTOCOL_VERSION,
             policy_json=self._cfg.policy_json,
+            run_settings_json=self._cfg.run_settings_json,
         )
 
     def PushTransitions(

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"robot_rl/transport/transport.proto\x12\x15robot_rl.transport.v1\"O\n\x0cHelloRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x13\n\x0blayout_json\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"\x9a\x01\n\nHelloReply\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x19\n\x11\x61\x63ked_through_seq\x18\x02 \x01(\x03\x12\x17\n\x0fweights_version\x18\x03 \x01(\x04\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\x04\x12\x18\n\x10protocol_version\x18\x05 \x01(\r\x12\x13\n\x0bpolicy_json\x18\x06 \x01(\t\"u\n\x0fTransitionBatch\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\r\n\x05\x63odec\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\"v\n\x03\x41\x63k\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x17\n\x0f\x62\x61tch_first_seq\x18\x02 \x01(\x04\x12\x19\n\x11\x61\x63ked_through_seq\x18\x03 \x01(\x03\x12\x1a\n\x12\x64uplicates_dropped\x18\x04 \x01(\r\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"B\n\x10SubscribeRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x1c\n\x14have_weights_version\x18\x02 \x01(\x04\"\xaf\x01\n\x0cLearnerEvent\x12\x31\n\x07weights\x18\x01 \x01(\x0b\x32\x1e.robot_rl.transport.v1.WeightsH\x00\x12\x34\n\x07\x63ontrol\x18\x02 \x01(\x0b\x32!.robot_rl.transport.v1.RunControlH\x00\x12-\n\x05stats\x18\x03 \x01(\x0b\x32\x1c.robot_rl.transport.v1.StatsH\x00\x42\x07\n\x05\x65vent\";\n\x07Weights\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x9d\x01\n\nRunControl\x12:\n\x07\x63ommand\x18\x01 \x01(\x0e\x32).robot_rl.transport.v1.RunControl.Command\x12\x0e\n\x06reason\x18\x02 \x01(\t\"C\n\x07\x43ommand\x12\x17\n\x13\x43OMMAND_UNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\x08\n\x04STOP\x10\x03\"`\n\x05Stats\x12\x0f\n\x07updates\x18\x01 \x01(\x04\x12\x13\n\x0breplay_size\x18\x02 \x01(\x04\x12\x31\n\x06\x61\x63tors\x18\x03 \x03(\x0b\x32!.robot_rl.transport.v1.ActorStats\"\xb3\x01\n\nActorStats\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x13\n\x0btransitions\x18\x02 \x01(\x04\x12\x1a\n\x12\x64uplicates_dropped\x18\x03 \x01(\x04\x12\x18\n\x10\x62\x61tches_rejected\x18\x04 \x01(\x04\x12\x10\n\x08\x65pisodes\x18\x05 \x01(\x04\x12\x1b\n\x13last_episode_return\x18\x06 \x01(\x01\x12\x19\n\x11\x61\x63ked_through_seq\x18\x07 \x01(\x03\x32\x92\x02\n\x07Learner\x12O\n\x05Hello\x12#.robot_rl.transport.v1.HelloRequest\x1a!.robot_rl.transport.v1.HelloReply\x12Y\n\x0fPushTransitions\x12&.robot_rl.transport.v1.TransitionBatch\x1a\x1a.robot_rl.transport.v1.Ack(\x01\x30\x01\x12[\n\tSubscribe\x12\'.robot_rl.transport.v1.SubscribeRequest\x1a#.robot_rl.transport.v1.LearnerEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"robot_rl/transport/transport.proto\x12\x15robot_rl.transport.v1\"O\n\x0cHelloRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x13\n\x0blayout_json\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"\xb5\x01\n\nHelloReply\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x19\n\x11\x61\x63ked_through_seq\x18\x02 \x01(\x03\x12\x17\n\x0fweights_version\x18\x03 \x01(\x04\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\x04\x12\x18\n\x10protocol_version\x18\x05 \x01(\r\x12\x13\n\x0bpolicy_json\x18\x06 \x01(\t\x12\x19\n\x11run_settings_json\x18\x07 \x01(\t\"u\n\x0fTransitionBatch\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\r\n\x05\x63odec\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\"v\n\x03\x41\x63k\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x17\n\x0f\x62\x61tch_first_seq\x18\x02 \x01(\x04\x12\x19\n\x11\x61\x63ked_through_seq\x18\x03 \x01(\x03\x12\x1a\n\x12\x64uplicates_dropped\x18\x04 \x01(\r\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"B\n\x10SubscribeRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x1c\n\x14have_weights_version\x18\x02 \x01(\x04\"\xaf\x01\n\x0cLearnerEvent\x12\x31\n\x07weights\x18\x01 \x01(\x0b\x32\x1e.robot_rl.transport.v1.WeightsH\x00\x12\x34\n\x07\x63ontrol\x18\x02 \x01(\x0b\x32!.robot_rl.transport.v1.RunControlH\x00\x12-\n\x05stats\x18\x03 \x01(\x0b\x32\x1c.robot_rl.transport.v1.StatsH\x00\x42\x07\n\x05\x65vent\";\n\x07Weights\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x9d\x01\n\nRunControl\x12:\n\x07\x63ommand\x18\x01 \x01(\x0e\x32).robot_rl.transport.v1.RunControl.Command\x12\x0e\n\x06reason\x18\x02 \x01(\t\"C\n\x07\x43ommand\x12\x17\n\x13\x43OMMAND_UNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\x08\n\x04STOP\x10\x03\"`\n\x05Stats\x12\x0f\n\x07updates\x18\x01 \x01(\x04\x12\x13\n\x0breplay_size\x18\x02 \x01(\x04\x12\x31\n\x06\x61\x63tors\x18\x03 \x03(\x0b\x32!.robot_rl.transport.v1.ActorStats\"\xb3\x01\n\nActorStats\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x13\n\x0btransitions\x18\x02 \x01(\x04\x12\x1a\n\x12\x64uplicates_dropped\x18\x03 \x01(\x04\x12\x18\n\x10\x62\x61tches_rejected\x18\x04 \x01(\x04\x12\x10\n\x08\x65pisodes\x18\x05 \x01(\x04\x12\x1b\n\x13last_episode_return\x18\x06 \x01(\x01\x12\x19\n\x11\x61\x63ked_through_seq\x18\x07 \x01(\x03\x32\x92\x02\n\x07Learner\x12O\n\x05Hello\x12#.robot_rl.transport.v1.HelloRequest\x1a!.robot_rl.transport.v1.HelloReply\x12Y\n\x0fPushTransitions\x12&.robot_rl.transport.v1.TransitionBatch\x1a\x1a.robot_rl.transport.v1.Ack(\x01\x30\x01\x12[\n\tSubscribe\x12\'.robot_rl.transport.v1.SubscribeRequest\x1a#.robot_rl.transport.v1.LearnerEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,25 +34,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLOREQUEST']._serialized_start=61
   _globals['_HELLOREQUEST']._serialized_end=140
   _globals['_HELLOREPLY']._serialized_start=143
-  _globals['_HELLOREPLY']._serialized_end=297
-  _globals['_TRANSITIONBATCH']._serialized_start=299
-  _globals['_TRANSITIONBATCH']._serialized_end=416
-  _globals['_ACK']._serialized_start=418
-  _globals['_ACK']._serialized_end=536
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=538
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=604
-  _globals['_LEARNEREVENT']._serialized_start=607
-  _globals['_LEARNEREVENT']._serialized_end=782
-  _globals['_WEIGHTS']._serialized_start=784
-  _globals['_WEIGHTS']._serialized_end=843
-  _globals['_RUNCONTROL']._serialized_start=846
-  _globals['_RUNCONTROL']._serialized_end=1003
-  _globals['_RUNCONTROL_COMMAND']._serialized_start=936
-  _globals['_RUNCONTROL_COMMAND']._serialized_end=1003
-  _globals['_STATS']._serialized_start=1005
-  _globals['_STATS']._serialized_end=1101
-  _globals['_ACTORSTATS']._serialized_start=1104
-  _globals['_ACTORSTATS']._serialized_end=1283
-  _globals['_LEARNER']._serialized_start=1286
-  _globals['_LEARNER']._serialized_end=1560
+  _globals['_HELLOREPLY']._serialized_end=324
+  _globals['_TRANSITIONBATCH']._serialized_start=326
+  _globals['_TRANSITIONBATCH']._serialized_end=443
+  _globals['_ACK']._serialized_start=445
+  _globals['_ACK']._serialized_end=563
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=565
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=631
+  _globals['_LEARNEREVENT']._serialized_start=634
+  _globals['_LEARNEREVENT']._serialized_end=809
+  _globals['_WEIGHTS']._serialized_start=811
+  _globals['_WEIGHTS']._serialized_end=870
+  _globals['_RUNCONTROL']._serialized_start=873
+  _globals['_RUNCONTROL']._serialized_end=1030
+  _globals['_RUNCONTROL_COMMAND']._serialized_start=963
+  _globals['_RUNCONTROL_COMMAND']._serialized_end=1030
+  _globals['_STATS']._serialized_start=1032
+  _globals['_STATS']._serialized_end=1128
+  _globals['_ACTORSTATS']._serialized_start=1131
+  _globals['_ACTORSTATS']._serialized_end=1310
+  _globals['_LEARNER']._serialized_start=1313
+  _globals['_LEARNER']._serialized_end=1587
 # @@protoc_insertion_point(module_scope)

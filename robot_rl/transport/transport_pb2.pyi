@@ -18,20 +18,22 @@ class HelloRequest(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., layout_json: _Optional[str] = ..., protocol_version: _Optional[int] = ...) -> None: ...
 
 class HelloReply(_message.Message):
-    __slots__ = ("run_id", "acked_through_seq", "weights_version", "max_message_bytes", "protocol_version", "policy_json")
+    __slots__ = ("run_id", "acked_through_seq", "weights_version", "max_message_bytes", "protocol_version", "policy_json", "run_settings_json")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ACKED_THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    RUN_SETTINGS_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     acked_through_seq: int
     weights_version: int
     max_message_bytes: int
     protocol_version: int
     policy_json: str
-    def __init__(self, run_id: _Optional[str] = ..., acked_through_seq: _Optional[int] = ..., weights_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., protocol_version: _Optional[int] = ..., policy_json: _Optional[str] = ...) -> None: ...
+    run_settings_json: str
+    def __init__(self, run_id: _Optional[str] = ..., acked_through_seq: _Optional[int] = ..., weights_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., protocol_version: _Optional[int] = ..., policy_json: _Optional[str] = ..., run_settings_json: _Optional[str] = ...) -> None: ...
 
 class TransitionBatch(_message.Message):
     __slots__ = ("actor_id", "first_seq", "count", "payload", "codec", "sha256")

@@ -57,6 +57,8 @@ class LearnerServicer:
     def Hello(self, request, context):
         """First call of every (re)connection: the learner checks the actor's layout and says where
         to resume. Refused with FAILED_PRECONDITION when the layout differs from the learner's.
+        An actor first says Hello without a layout to learn the run's settings, builds its env from
+        them, then says Hello with its layout.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
