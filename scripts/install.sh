@@ -14,6 +14,9 @@
 #   libosmesa6    headless software OpenGL for MuJoCo rendering (MUJOCO_GL=osmesa)
 #   python3-venv  python3 -m venv (Debian's python3 ships without ensurepip)
 #   libusb-1.0-0  needed by pyrealsense2 (RealSense cameras) to import
+#   libegl1 libegl-mesa0 libgl1-mesa-dri
+#                 headless EGL (MUJOCO_GL=egl: GPU drivers where present, Mesa's software
+#                 rasteriser otherwise); CI runs the rendering tests under both backends
 # No system ffmpeg is needed: imageio-ffmpeg ships its own binary.
 # apt-get runs as root (or via passwordless sudo); `apt-get update` runs only if an install
 # fails on stale or missing package lists. Without apt-get, missing libraries are reported and
@@ -43,6 +46,10 @@ have_osmesa() {
   { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libOSMesa\.so'
 }
 have_venv() { "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; }
+have_egl() {
+  { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libEGL_mesa\.so' \
+    && { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libEGL\.so\.1'
+}
 have_libusb() {
   { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libusb-1\.0\.so'
 }
@@ -77,6 +84,7 @@ missing=()
 have_osmesa || missing+=(libosmesa6)
 have_venv || missing+=("python3-venv")
 have_libusb || missing+=("libusb-1.0-0")
+have_egl || missing+=(libegl1 libegl-mesa0 libgl1-mesa-dri)
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! apt_install "${missing[@]}"; then
     log "could not install ${missing[*]} (no apt-get, or not root and no passwordless sudo)"

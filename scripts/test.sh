@@ -4,7 +4,9 @@
 #   bash scripts/test.sh
 #
 # Runs all checks even if one fails, prints a summary, exits non-zero if any failed.
-# Tests run headless (MUJOCO_GL=osmesa unless set) and skip @pytest.mark.slow.
+# Tests run headless (MUJOCO_GL=osmesa unless set) and skip @pytest.mark.slow. The rendering and
+# ROS twin tests run a second time under MUJOCO_GL=egl (the other headless backend; every process
+# that renders must work under both), when EGL can make a context on this machine.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,19 @@ run "ruff check" "$BIN/ruff" check .
 run "ruff format --check" "$BIN/ruff" format --check .
 run "import layering (lint-imports)" "$BIN/lint-imports"
 run "pytest -m 'not slow'" "$BIN/python" -m pytest -m "not slow" -q
+
+# Rendering in every process that renders (direct env, twin node, videos) under EGL too.
+EGL_TESTS=(tests/drivers/test_twin_node.py tests/drivers/test_flood.py tests/sim/test_render.py
+           tests/test_env_checker.py)
+if MUJOCO_GL=egl "$BIN/python" -c 'import mujoco; mujoco.GLContext(8, 8).make_current()' \
+    >/dev/null 2>&1; then
+  run "pytest rendering + ROS twin under MUJOCO_GL=egl" \
+    env MUJOCO_GL=egl "$BIN/python" -m pytest -m "not slow" -q "${EGL_TESTS[@]}"
+else
+  section "pytest under MUJOCO_GL=egl"
+  echo "EGL cannot make a context here (libEGL / Mesa EGL missing?): FAILED"
+  failed+=("MUJOCO_GL=egl unavailable")
+fi
 
 section "summary"
 if [ "${#failed[@]}" -gt 0 ]; then
