@@ -295,13 +295,15 @@ class Supervisor:
 
     def _on_exit(self, node: NodeProcess, code: int, now: float) -> None:
         policy = node.spec.restart
-        restart = code != 0 and policy.policy == "on-failure"
+        restart = code != 0 and policy.policy == "on-failure" and not self.stopping
         restart = restart and node.restarts < policy.max_restarts
         if restart:
             note = f"restarting in {policy.backoff_s:g} s (restart {node.restarts + 1}/"
             note += f"{policy.max_restarts})"
         elif code == 0:
             note = ""
+        elif self.stopping and policy.policy == "on-failure":
+            note = "not restarted: the setup is stopping"
         else:
             note = "restarts used up" if policy.policy == "on-failure" else "restart policy never"
         death = Death(

@@ -164,9 +164,8 @@ class _WaitingEnv(gym.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
-@pytest.fixture
-def node_supervisor(tmp_path: Path, a2_domain: int):
-    """A supervisor running one required node (the teleop replay node, policy never)."""
+def _supervisor(log_dir: Path, domain: int, restart: dict):
+    """A started supervisor of one required node (the teleop replay node)."""
     from drivers.ros.env import ros_env
     from drivers.setup import parse_setup
     from robot_rl.cli.up import Supervisor
@@ -176,11 +175,18 @@ def node_supervisor(tmp_path: Path, a2_domain: int):
         "module": "drivers.teleop.node",
         "args": ["--device", "replay", "--file", str(DATA / "keyboard.jsonl"), "--ns", "arm",
                  "--start-timeout-s", "0.5"],
-        "restart": {"policy": "never"},
+        "restart": restart,
     }  # fmt: skip
     setup = parse_setup({"task": "reach", "nodes": [node]}, source="test.yaml")
-    sup = Supervisor(setup, tmp_path / "logs", ros_env(a2_domain))
+    sup = Supervisor(setup, log_dir, ros_env(domain))
     sup.start()
+    return sup
+
+
+@pytest.fixture
+def node_supervisor(tmp_path: Path, a2_domain: int):
+    """A supervisor running one required node with restart policy never."""
+    sup = _supervisor(tmp_path / "logs", a2_domain, {"policy": "never"})
     yield sup
     sup.stop(5.0)
 
@@ -257,3 +263,26 @@ def test_a_call_blocked_on_a_dead_node_is_interrupted(node_supervisor) -> None:
     finally:
         killer.join(10)
         env.close()
+
+
+def test_a_required_node_being_restarted_is_named_too(tmp_path: Path, a2_domain: int) -> None:
+    # A long backoff keeps it down for the whole test: what the env sees in the meantime.
+    restart = {"policy": "on-failure", "max_restarts": 1, "backoff_s": 600.0}
+    sup = _supervisor(tmp_path / "logs", a2_domain, restart)
+    inner = _WaitingEnv(block=False)
+    env = SupervisedEnv(inner, sup, watch_interval_s=0.05)
+    try:
+        env.reset(seed=0)
+        os.kill(sup.nodes[0].pid, signal.SIGKILL)
+        stale = StaleSensorError("robot state is 0.3 s old")
+        died = explain(sup, stale, grace_s=30.0)
+        assert isinstance(died, NodeDiedError)
+        assert str(died).startswith(
+            "required node 'teleop' died: killed by SIGKILL (restarting in 600 s (restart 1/1))"
+        ), died
+        assert not died.death.final and sup.nodes[0].state == "backoff"
+        env.step(env.action_space.sample())  # not down for good: the run may go on
+        assert inner.steps == 1
+    finally:
+        env.close()
+        sup.stop(5.0)
