@@ -21,7 +21,9 @@ variable is already set, :func:`main` sets it to ``osmesa`` (software rendering,
 anything imports MuJoCo. EGL is faster on a GPU machine: export ``MUJOCO_GL=egl`` to use it.
 
 Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
-corrupt dataset or checkpoint; the message says what to change), 1 anything else (a traceback).
+corrupt dataset or checkpoint; the message says what to change), 3 a required node of the setup
+died (``up``, and commands that started it with ``--launch``: the message names the node, its
+exit status and log, see :mod:`robot_rl.cli.supervision`), 1 anything else (a traceback).
 ``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
 """
 
@@ -31,6 +33,7 @@ import json
 import os
 import sys
 from collections.abc import MutableMapping, Sequence
+from typing import Any
 
 
 def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> str | None:
@@ -96,7 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from robot_rl.cli import label as label_cmd
     from robot_rl.cli import record as record_cmd
-    from robot_rl.cli.factory import UnknownTaskError
 
     try:
         cfg = tyro.extras.subcommand_cli_from_dict(
@@ -121,6 +123,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ValueError as e:  # a config's __post_init__ rejected the options
         return _error(str(e))
+    from robot_rl.cli.supervision import EXIT_NODE_DIED, NodeDiedError
+
+    try:
+        return _run(cfg)
+    except NodeDiedError as e:  # a required node started with --launch died: the cause
+        _error(str(e))
+        return EXIT_NODE_DIED
+
+
+def _run(cfg: Any) -> int:
+    """Run the parsed subcommand ``cfg``; return the exit code."""
+    from robot_rl.cli import (
+        collect,
+        dataset_cmd,
+        distributed,
+        envs_cmd,
+        eval_cmd,
+        reward_cmd,
+        rollout,
+        train,
+        up,
+    )
+    from robot_rl.cli import label as label_cmd
+    from robot_rl.cli import record as record_cmd
+    from robot_rl.cli.factory import UnknownTaskError
 
     for cls, run, report in (
         (record_cmd.RecordConfig, record_cmd.run_record, record_cmd.print_report),

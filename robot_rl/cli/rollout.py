@@ -8,7 +8,8 @@ counts as a success if the task reported success at any step (with the default
 ROS 2: ``--setup launch/sim.yaml`` runs the same episodes through RobotEnv over ROS 2
 (:mod:`robot_rl.cli.ros_env`) against the nodes of that setup: already running under
 ``robot-rl up``, or started here with ``--launch``. Task, cameras, image size and control rate
-then come from the setup file.
+then come from the setup file. With ``--launch``, a required node that dies ends the run with
+:class:`robot_rl.cli.supervision.NodeDiedError` (node, exit status, log; exit code 3).
 
 Video: ``--video out.mp4`` records the first ``--video-episodes`` episodes from
 ``--video-cameras`` (built in the twin for the video even when the policy's observation is
@@ -27,6 +28,7 @@ import numpy as np
 import tyro
 
 from robot_rl.cli.factory import EnvSetup
+from robot_rl.cli.supervision import dead_node_wins
 from robot_rl.core import keys
 
 PolicyName = Literal["scripted", "random", "zero"]
@@ -210,12 +212,15 @@ def run_rollout(
     steps = 0
     bar = _Progress(cfg.episodes, enabled=progress)
     try:
-        for i in range(cfg.episodes):
-            record = writer if writer is not None and i < cfg.video_episodes else None
-            ep = _run_episode(env, policy, i, cfg.seed + i, record, video_cam_objs, task)
-            stats.append(ep)
-            steps += ep.length
-            bar.update(stats)
+        # --launch: a required node that died is the cause of what fails (the video cameras'
+        # stale frames included), not the stale data it left behind.
+        with dead_node_wins(getattr(backend, "supervisor", None)):
+            for i in range(cfg.episodes):
+                record = writer if writer is not None and i < cfg.video_episodes else None
+                ep = _run_episode(env, policy, i, cfg.seed + i, record, video_cam_objs, task)
+                stats.append(ep)
+                steps += ep.length
+                bar.update(stats)
     finally:
         bar.close()
         if writer is not None:

@@ -13,6 +13,10 @@ supervisor of ``robot-rl up`` (``launch=True``), and builds::
                                                    monotonic unless it says stream)
     -> RobotEnv -> the same wrappers as the direct twin (robot_rl.cli.factory.apply_wrappers)
 
+With ``launch``, the env is wrapped in :class:`robot_rl.cli.supervision.SupervisedEnv`: a required
+node that dies (at start-up or mid-run) raises :class:`robot_rl.cli.supervision.NodeDiedError`
+naming it, its exit status and its log, instead of the stale-data / timeout error it causes.
+
 The returned backend has the attributes ``rollout`` uses from the direct twin's backend
 (``cameras``, ``task``, ``make_expert()``, ``close()``), so the same episode loop drives both.
 The scripted expert reads ``info["privileged"]``, which :class:`RosTwinTask` fills from
@@ -38,6 +42,7 @@ from drivers.ros_robot import RosRobot, RosRobotConfig
 from drivers.ros_session import RosSession
 from drivers.ros_task import RosTwinTask, RosTwinTaskConfig
 from drivers.setup import Setup, load_setup
+from robot_rl.cli.supervision import SupervisedEnv, explain
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.envs import RobotEnv
@@ -140,7 +145,8 @@ def make_ros_env(
         domain_id: ROS_DOMAIN_ID (None: ``$ROS_DOMAIN_ID``, else 0). The ROS variables of
             :func:`drivers.ros.env.ros_env` are applied to this process.
         launch: Start the setup's nodes here (stopped by ``backend.close()``), except nodes
-            that read the terminal; False: connect to nodes already running (``robot-rl up``).
+            that read the terminal, and supervise them (see the module docstring); False:
+            connect to nodes already running (``robot-rl up``).
         log_dir: Node logs when ``launch`` (default: ``runs/up/<setup>-<time>``).
         connect_timeout_s: How long to wait for the bridge (None: 60 s when launching, as the
             twin takes a few seconds to start; else 10 s).
@@ -159,6 +165,7 @@ def make_ros_env(
         drivers.setup.SetupError: Invalid setup file.
         ValueError: A hardware setup where a task reward is needed, or without ``reset_pose``.
         drivers.ros_session.RosTimeoutError: Nodes not reachable.
+        robot_rl.cli.supervision.NodeDiedError: ``launch`` and a required node died.
     """
     from robot_rl.cli.factory import WrapperConfig, apply_wrappers
 
@@ -224,11 +231,16 @@ def make_ros_env(
                 object_specs=backend.task.privileged_spec,
                 reward=hook,
             )
-    except BaseException:
+    except BaseException as e:
+        died = explain(supervisor, e)  # a node that died starting up is the cause
         session.close()
         if supervisor is not None:
             supervisor.stop(5.0)
+        if died is not None:
+            raise died from e
         raise
+    if supervisor is not None:
+        env = SupervisedEnv(env, supervisor)
     return env, backend
 
 
@@ -313,14 +325,15 @@ def _build(
 
 
 def _wait_nodes_up(backend: RosBackend, supervisor, timeout_s: float) -> None:
-    """Wait until the bridge subscribes to ``target_pose``, failing early if a required node
-    of the setup died (its log is named in the message)."""
+    """Wait until the bridge subscribes to ``target_pose``, failing early with
+    :class:`robot_rl.cli.supervision.NodeDiedError` if a required node of the setup died."""
     session = backend.session
     topic = session.topic("target_pose")
     deadline = time.monotonic() + timeout_s
     while session.node.count_subscribers(topic) == 0:
-        if not supervisor.poll() and supervisor.failure:
-            raise RuntimeError(f"setup failed to start: {supervisor.failure}")
+        death = supervisor.required_death()
+        if death is not None and death.final:
+            raise supervisor.error(death)
         if time.monotonic() > deadline:
             return  # robot.connect() raises with the full explanation
         time.sleep(0.1)

@@ -10,7 +10,10 @@ Supervision:
 - a node that exits non-zero or dies by a signal is restarted if its policy is
   ``on-failure``, after ``backoff_s``, at most ``max_restarts`` times; otherwise (policy
   ``never``, restarts used up, or a clean exit 0) it is down for good;
-- a *required* node down for good shuts the whole setup down (exit code 1);
+- a *required* node down for good shuts the whole setup down: ``up`` prints which node died,
+  its exit status, its log file and the log's last lines, and exits with code 3
+  (:data:`robot_rl.cli.supervision.EXIT_NODE_DIED`; commands that start a setup with
+  ``--launch`` report it the same way, see :mod:`robot_rl.cli.supervision`);
 - Ctrl-C / SIGTERM: SIGINT to every node's process group (rclpy nodes shut down cleanly on
   it), then SIGTERM after ``shutdown_timeout_s``, then SIGKILL after as long again.
 
@@ -37,6 +40,7 @@ import tyro
 
 from drivers.ros.env import ros_env
 from drivers.setup import NodeSpec, Setup, load_setup
+from robot_rl.cli.supervision import EXIT_NODE_DIED, Death, NodeDiedError
 
 RUNNING = "running"
 BACKOFF = "backoff"  # waiting to restart
@@ -125,16 +129,25 @@ class Supervisor:
         self._env = dict(env)
         self._python = python
         self._on_event = on_event or (lambda line: None)
-        self._clock = clock
+        self.clock = clock
         self.nodes = [NodeProcess(n, self.log_dir / f"{n.name}.log") for n in setup.nodes]
         self.failure: str | None = None
         """Why the setup went down (a required node failed for good), else None."""
+        self.deaths: list[Death] = []
+        """Every exit of a node not asked for by :meth:`stop`, oldest first."""
+        self.stopping = False
+        """:meth:`stop` was called (watchers stop polling)."""
+        self._lock = threading.RLock()  # poll() runs in a watch thread and in the caller's
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self, has_terminal: bool | None = None) -> None:
         """Start every node; nodes that read the terminal only if stdin is one."""
         tty = sys.stdin.isatty() if has_terminal is None else has_terminal
+        with self._lock:
+            self._start(tty)
+
+    def _start(self, tty: bool) -> None:
         for node in self.nodes:
             if node.spec.terminal and not tty:
                 node.state = SKIPPED
@@ -147,33 +160,67 @@ class Supervisor:
         self._write_state()
 
     def poll(self) -> bool:
-        """Reap exited nodes, restart per policy; False once a required node is down for good
-        (``failure`` says which) or every node has ended."""
-        now = self._clock()
-        changed = False
-        for node in self.nodes:
-            if node.state == RUNNING:
-                assert node.popen is not None
-                code = node.popen.poll()
-                if code is None:
-                    continue
-                changed = True
-                self._reap_group(node)
-                node.last_exit = code
-                node.pid = None
-                self._on_exit(node, code, now)
-            elif node.state == BACKOFF and now >= node.next_start_at:
-                self._spawn(node)
-                changed = True
-        if changed:
-            self._write_state()
-        if self.failure is not None:
-            return False
-        return any(n.state in (RUNNING, BACKOFF) for n in self.nodes)
+        """Reap exited nodes (``waitpid``), restart per policy; False once a required node is
+        down for good (``failure`` says which) or every node has ended. Thread-safe."""
+        with self._lock:
+            now = self.clock()
+            changed = self._reap(now)
+            for node in self.nodes:
+                if node.state == BACKOFF and now >= node.next_start_at:
+                    self._spawn(node)
+                    changed = True
+            if changed:
+                self._write_state()
+            if self.failure is not None:
+                return False
+            return any(n.state in (RUNNING, BACKOFF) for n in self.nodes)
+
+    def required_death(self, since_s: float | None = None) -> Death | None:
+        """After a :meth:`poll`: the death of a required node that explains a failure now.
+
+        That is the one down for good (the setup is down), else the last death of a required
+        node being restarted (in its backoff), else (with ``since_s``, supervisor clock) the
+        last death of a required node at or after ``since_s``; None if there is none.
+        """
+        with self._lock:
+            self.poll()
+            required = [d for d in self.deaths if d.required]
+            final = [d for d in required if d.final]
+            if final:
+                return final[0]
+            restarting = {n.spec.name for n in self.nodes if n.state == BACKOFF}
+            recent = [
+                d
+                for d in required
+                if d.node in restarting or (since_s is not None and d.at_s >= since_s)
+            ]
+            return recent[-1] if recent else None
+
+    def wait_required_death(self, grace_s: float, since_s: float | None = None) -> Death | None:
+        """:meth:`required_death`, waiting up to ``grace_s`` seconds for one while any
+        required node is still running (a node that is dying, not yet dead)."""
+        deadline = self.clock() + grace_s
+        while True:
+            death = self.required_death(since_s)
+            if death is not None or self.stopping or self.clock() >= deadline:
+                return death
+            if not any(n.state == RUNNING and n.spec.required for n in self.nodes):
+                return None
+            time.sleep(0.02)
+
+    def error(self, death: Death, secondary: BaseException | None = None) -> NodeDiedError:
+        """The :class:`NodeDiedError` that reports ``death`` (and what it caused)."""
+        return NodeDiedError(death, secondary)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGINT every running node's group; SIGTERM after ``timeout_s``; SIGKILL after as
         long again. Returns when every process group is gone."""
+        with self._lock:
+            self.stopping = True
+            self._reap(self.clock())  # a node that died before is reported as such
+            self._stop(timeout_s)
+
+    def _stop(self, timeout_s: float) -> None:
         live = [n for n in self.nodes if n.state == RUNNING and n.pid is not None]
         for n in self.nodes:
             if n.state == BACKOFF:
@@ -185,8 +232,8 @@ class Supervisor:
             for n in live:
                 self._on_event(f"{n.spec.name}: sending {sig.name}")
                 _signal_group(n.pid, sig)
-            deadline = self._clock() + (timeout_s if sig != signal.SIGKILL else 5.0)
-            while self._clock() < deadline and any(_group_alive(n.pid) for n in live):
+            deadline = self.clock() + (timeout_s if sig != signal.SIGKILL else 5.0)
+            while self.clock() < deadline and any(_group_alive(n.pid) for n in live):
                 for n in live:
                     self._try_wait(n)
                 time.sleep(0.05)
@@ -201,6 +248,22 @@ class Supervisor:
         self._write_state()
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _reap(self, now: float) -> bool:
+        changed = False
+        for node in self.nodes:
+            if node.state != RUNNING:
+                continue
+            assert node.popen is not None
+            code = node.popen.poll()
+            if code is None:
+                continue
+            changed = True
+            self._reap_group(node)
+            node.last_exit = code
+            node.pid = None
+            self._on_exit(node, code, now)
+        return changed
 
     def _spawn(self, node: NodeProcess) -> None:
         argv = node.spec.command(self._python)
@@ -223,36 +286,43 @@ class Supervisor:
             except OSError as e:
                 log.write(f"=== robot-rl up: could not start: {e}\n")
                 node.pid = None
-                self._on_exit(node, 127, self._clock())
+                self._on_exit(node, 127, self.clock())
                 return
         node.pid = node.popen.pid
         node.state = RUNNING
-        node.started_at = self._clock()
+        node.started_at = self.clock()
         self._on_event(f"{node.spec.name}: started pid {node.pid} (log {node.log_path})")
 
     def _on_exit(self, node: NodeProcess, code: int, now: float) -> None:
         policy = node.spec.restart
-        what = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        if code != 0 and policy.policy == "on-failure" and node.restarts < policy.max_restarts:
+        restart = code != 0 and policy.policy == "on-failure" and not self.stopping
+        restart = restart and node.restarts < policy.max_restarts
+        if restart:
+            note = f"restarting in {policy.backoff_s:g} s (restart {node.restarts + 1}/"
+            note += f"{policy.max_restarts})"
+        elif code == 0:
+            note = ""
+        elif self.stopping and policy.policy == "on-failure":
+            note = "not restarted: the setup is stopping"
+        else:
+            note = "restarts used up" if policy.policy == "on-failure" else "restart policy never"
+        death = Death(
+            node.spec.name, code, node.log_path, now, node.spec.required, not restart, note
+        )
+        self.deaths.append(death)
+        if restart:
             node.restarts += 1
             node.state = BACKOFF
             node.next_start_at = now + policy.backoff_s
-            self._on_event(
-                f"{node.spec.name}: {what}; restarting in {policy.backoff_s:g} s "
-                f"(restart {node.restarts}/{policy.max_restarts})"
-            )
+            self._on_event(f"{node.spec.name}: {death.status}; {note}")
             return
         node.state = EXITED if code == 0 else FAILED
-        reason = (
-            ""
-            if code == 0
-            else (
-                "; restarts used up" if policy.policy == "on-failure" else "; restart policy never"
-            )
-        )
-        self._on_event(f"{node.spec.name}: {what}{reason} (see {node.log_path})")
+        reason = f"; {note}" if note else ""
+        self._on_event(f"{node.spec.name}: {death.status}{reason} (see {node.log_path})")
         if node.spec.required and self.failure is None:
-            self.failure = f"required node {node.spec.name!r} {what}{reason}; see {node.log_path}"
+            self.failure = (
+                f"required node {node.spec.name!r} {death.status}{reason}; see {node.log_path}"
+            )
 
     def _try_wait(self, node: NodeProcess) -> None:
         if node.popen is not None:
@@ -296,13 +366,6 @@ def _signal_group(pgid: int | None, sig: int) -> None:
         pass
 
 
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
-
-
 # -- command ---------------------------------------------------------------------------------
 
 
@@ -314,7 +377,8 @@ def default_log_dir(setup: Setup) -> Path:
 def run_up(cfg: UpConfig, out: TextIO | None = None) -> int:
     """Run the supervisor until Ctrl-C / SIGTERM or a required node fails; return exit code.
 
-    0: stopped on request (or every node exited cleanly); 1: a required node failed for good.
+    0: stopped on request (or every node exited cleanly); 3 (:data:`EXIT_NODE_DIED`): a
+    required node is down for good (the message names it, its exit status, log and last lines).
 
     Raises:
         drivers.setup.SetupError: The setup file is invalid.
@@ -360,9 +424,10 @@ def run_up(cfg: UpConfig, out: TextIO | None = None) -> int:
         sup.stop(cfg.shutdown_timeout_s)
         for s, h in old.items():
             signal.signal(s, h)
-    if sup.failure is not None and not received:
-        print(f"robot-rl up: {sup.failure}", file=err, flush=True)
-        return 1
+    death = sup.required_death()
+    if death is not None and death.final and not received:
+        print(f"robot-rl up: {sup.error(death)}", file=err, flush=True)
+        return EXIT_NODE_DIED
     return 0
 
 

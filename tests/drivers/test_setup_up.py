@@ -5,6 +5,8 @@ Part 1 (no ROS graph): what the shipped setups pass to their nodes; node command
 Part 2 (real processes over DDS): ``up`` starts a twin + teleop setup, restarts a SIGKILLed
 optional node per its policy (the new process publishes again), gives up on a node that keeps
 failing and takes the setup down, and stops everything cleanly on SIGINT without orphans.
+A required node that dies (a twin refusing an invalid parameter, a node SIGKILLed while ``up``
+runs) is reported by name, exit status, log file and the log's last lines; exit code 3.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 import yaml
 
 from drivers.setup import SetupError, load_setup, parse_setup
+from robot_rl.cli.supervision import EXIT_NODE_DIED
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -263,10 +266,14 @@ def test_up_gives_up_on_a_failing_required_node(tmp_path: Path, a2_domain: int, 
     while up.proc.poll() is None and time.monotonic() < end:
         up.state()  # collects every pid it shows, for the orphan check
         time.sleep(0.02)
-    assert up.proc.poll() == 1
+    assert up.proc.poll() == EXIT_NODE_DIED
     err = up.stderr()
-    assert "required node 'broken_camera' exited with code 1; restarts used up" in err, err
-    assert "broken_camera.log" in err
+    assert (
+        "required node 'broken_camera' died: exited with code 1 (restarts used up); "
+        f"log: {up.log_dir / 'broken_camera.log'}" in err
+    ), err
+    tail = err[err.index("last 6 lines of") :]  # the log's last lines follow
+    assert tail.count("No module named drivers.no_such_camera_node") == 3, err
     log = (up.log_dir / "broken_camera.log").read_text()
     assert log.count("=== robot-rl up: start") == 3  # first start + 2 restarts
     assert "No module named drivers.no_such_camera_node" in log
@@ -299,3 +306,47 @@ def test_up_rejects_an_invalid_setup(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2
     assert "nodes[0] (a).module: missing: this key is required (a string)" in out.stderr
+
+
+def _wait_exit(up: UpProcess, timeout_s: float) -> int:
+    end = time.monotonic() + timeout_s
+    while up.proc.poll() is None:
+        up.state()  # collects every pid it shows, for the orphan check
+        if time.monotonic() > end:
+            raise TimeoutError(f"up still running after {timeout_s} s:\n{up.stderr()}")
+        time.sleep(0.05)
+    return up.proc.returncode
+
+
+def test_up_reports_a_twin_that_refuses_its_parameter(
+    tmp_path: Path, a2_domain: int, up_factory
+) -> None:
+    twin = dict(TWIN, parameters={"max_step_m": -0.5})  # the bridge refuses it and exits
+    up = up_factory(_write_setup(tmp_path, [twin, _teleop()]), a2_domain)
+    assert _wait_exit(up, 60) == EXIT_NODE_DIED
+    err = up.stderr()
+    log = up.log_dir / "twin.log"
+    assert f"required node 'twin' died: exited with code 2 (restart policy never); log: {log}" in (
+        err
+    ), err
+    assert "parameter 'max_step_m' is -0.5; it must be positive" in err  # the log's tail
+    assert err.index("robot-rl up: required node 'twin' died") > err.index("setup down")
+    assert all(_gone(pid) for pid in up.pids)
+
+
+def test_up_reports_a_required_node_killed_while_it_runs(
+    tmp_path: Path, a2_domain: int, up_factory
+) -> None:
+    node = dict(_teleop(policy="never"), required=True)
+    up = up_factory(_write_setup(tmp_path, [node]), a2_domain)
+    up.wait(lambda: up.node("teleop").get("state") == "running", 30, "teleop running")
+    os.kill(up.node("teleop")["pid"], signal.SIGKILL)
+    assert _wait_exit(up, 30) == EXIT_NODE_DIED
+    err = up.stderr()
+    log = up.log_dir / "teleop.log"
+    assert f"required node 'teleop' died: killed by SIGKILL (restart policy never); log: {log}" in (
+        err
+    ), err
+    assert "| === robot-rl up: start 1" in err  # the log's last lines follow
+    assert up.node("teleop")["last_exit"] == -signal.SIGKILL
+    assert all(_gone(pid) for pid in up.pids)
