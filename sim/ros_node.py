@@ -92,8 +92,10 @@ class TwinArmBackend:
 
     ``command`` goes through ``SimRobot.send_command``, so the twin's own safety layer and
     physics-rate watchdog stay in force behind the bridge (defence in depth; on an already safe
-    command they change nothing). ``move_to`` teleports (``SimRobot.reset``): the twin is a
-    simulator, and a teleport is what the direct (non-ROS) twin does at reset too.
+    command they change nothing). ``start_move`` teleports (``SimRobot.reset``): the twin is a
+    simulator, and a teleport is what the direct (non-ROS) twin does at reset too. It runs under
+    the node's lock (the bridge calls it in ``begin_reset``), which also guards the physics, so
+    the move is done when it returns and ``move_done`` is always True.
     """
 
     def __init__(self, robot: SimRobot) -> None:
@@ -114,8 +116,11 @@ class TwinArmBackend:
     def hold(self) -> None:
         self.robot.hold()
 
-    def move_to(self, pose: np.ndarray, gripper: float) -> None:
+    def start_move(self, pose: np.ndarray, gripper: float) -> None:
         self.robot.reset(np.asarray(pose, dtype=np.float64), gripper)
+
+    def move_done(self) -> bool:
+        return True
 
     def clear_error(self) -> bool:
         return True
@@ -133,7 +138,7 @@ def static_twin_backend() -> TwinArmBackend:
     start = b.task.reset(np.random.default_rng(0))
     arm = TwinArmBackend(b.robot)
     arm.connect()
-    arm.move_to(start, 0.0)
+    arm.start_move(start, 0.0)
     return arm
 
 

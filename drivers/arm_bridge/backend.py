@@ -42,8 +42,24 @@ class ArmBackend(Protocol):
         """Hold the current measured pose (gripper target unchanged)."""
         ...
 
-    def move_to(self, pose: np.ndarray, gripper: float) -> None:
-        """Move smoothly to ``pose`` (7,) and the gripper to ``gripper``; blocks until there."""
+    def start_move(self, pose: np.ndarray, gripper: float) -> None:
+        """Start moving smoothly to ``pose`` (7,) and the gripper to ``gripper``; return at once
+        (a move that takes seconds must not block: the bridge's node waits for it without its
+        lock, so that e-stop, hold, the watchdog and state publishing go on). A backend may
+        arrive before returning (the twin teleports). :meth:`hold` ends the move.
+
+        Already safe: inside the box and cone (no per-step limit: the backend moves smoothly).
+        """
+        ...
+
+    def move_done(self) -> bool:
+        """True once the move of the last :meth:`start_move` has arrived (arm and gripper);
+        returns at once.
+
+        Raises:
+            RuntimeError: The move cannot arrive (e.g. a reflex aborted it, or it did not arrive
+                within the backend's time limit).
+        """
         ...
 
     def clear_error(self) -> bool:

@@ -21,6 +21,15 @@ Safety, in order:
 5. backend error (e.g. a Franka reflex): no command reaches the backend until the error is
    cleared (by :meth:`ArmBridge.clear_error`, or at tick if ``auto_recover``).
 
+Reset in three steps, so that a node never holds its lock while the arm travels (seconds on a
+Franka): :meth:`ArmBridge.begin_reset` (validate, state ``resetting``, ``backend.start_move``),
+then :meth:`ArmBridge.poll_reset` until it returns True (each call short: one
+``backend.move_done()``), with the lock released in between. Meanwhile commands are refused
+(counted), ticks neither execute nor run the watchdog, and :meth:`ArmBridge.estop`,
+:meth:`ArmBridge.hold`, :meth:`ArmBridge.clear_error` or a backend error interrupt the reset:
+the arm holds and the next ``poll_reset`` raises, naming the cause. :meth:`ArmBridge.reset`
+does the three steps in one call (for a backend whose move ends at once, e.g. the twin).
+
 Not thread-safe: the node serialises all calls (one lock around the bridge and the backend).
 Times (``now_s``, stamps) are seconds in one time base chosen by the caller: sim time for the
 twin, ``time.monotonic()`` on hardware.
@@ -29,7 +38,9 @@ twin, ``time.monotonic()`` on hardware.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -37,8 +48,25 @@ from drivers.arm_bridge.backend import ArmBackend
 from robot_rl.core.safety import CommandWatchdog, SafetyConfig, SafetyLayer
 from robot_rl.core.types import ArmCommand, UnsafeCommandError
 
-STATES = ("idle", "moving", "holding", "estop", "error")
+STATES = ("idle", "moving", "holding", "resetting", "estop", "error")
 """Values of ``status()["state"]``."""
+
+
+class ResetJob:
+    """One reset under way (from :meth:`ArmBridge.begin_reset`); pass it to
+    :meth:`ArmBridge.poll_reset`.
+
+    Attributes:
+        pose: The goal (7,) after validation.
+        gripper: The gripper closure goal in [0, 1].
+        interrupted: Why the reset was ended before arrival (e.g. ``"interrupted by e-stop"``),
+            or None while it runs or once it has arrived.
+    """
+
+    def __init__(self, pose: np.ndarray, gripper: float) -> None:
+        self.pose = pose
+        self.gripper = gripper
+        self.interrupted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +114,7 @@ class ArmBridge:
         self._gripper_pending = False
         self._state = "idle"
         self._estop = False
+        self._reset: ResetJob | None = None
         self._stamp_s = 0.0
         self.last_command_s: float | None = None
         """``now_s`` of the last accepted target (None before the first)."""
@@ -109,13 +138,15 @@ class ArmBridge:
             stamp_s: The command's own stamp, checked against ``max_command_age_s``.
 
         Returns:
-            True if accepted. False if rejected (e-stop active, or malformed: NaN/inf, wrong
-            shape, non-unit quaternion, stale stamp); a malformed command also drops the pending
-            one and makes the arm hold.
+            True if accepted. False if rejected (e-stop active, a reset under way, or malformed:
+            NaN/inf, wrong shape, non-unit quaternion, stale stamp); a malformed command also
+            drops the pending one and makes the arm hold (except during a reset, which goes on).
         """
         self._stamp_s = now_s
         if self._estop:
             return self._refuse("e-stop active: command refused; call clear_error first")
+        if self._reset is not None:
+            return self._refuse("reset under way: command refused; send it after the reset")
         try:
             target = self._validate_pose(pose)
             if stamp_s is not None and self.config.max_command_age_s is not None:
@@ -135,11 +166,11 @@ class ArmBridge:
 
     def reject_malformed(self, reason: str, now_s: float) -> bool:
         """Count a malformed command (also one that failed to parse at the node), drop the
-        pending target and hold. Always returns False."""
+        pending target and hold (a reset under way goes on). Always returns False."""
         self._stamp_s = now_s
         self._refuse(reason)
         self._pending_pose = None
-        if not self._estop:
+        if not self._estop and self._reset is None:
             self.backend.hold()
             if self._state == "moving":
                 self._state = "holding"
@@ -155,6 +186,8 @@ class ArmBridge:
         self._stamp_s = now_s
         if self._estop:
             return self._refuse("e-stop active: gripper command refused; call clear_error first")
+        if self._reset is not None:
+            return self._refuse("reset under way: gripper command refused")
         if not math.isfinite(closure):
             return self._refuse(
                 f"gripper command {closure} is not finite; send a closure in [0, 1]"
@@ -194,12 +227,18 @@ class ArmBridge:
         """Run one control period's decisions at ``now_s``: backend error handling, watchdog,
         then execute the pending command (if any) clipped against the measured pose.
 
+        During a reset only a backend error is acted on (it interrupts the reset).
+
         Returns:
             True if a command was sent to the backend.
         """
         self._stamp_s = now_s
         if self._estop:
             return False
+        if self._reset is not None:
+            if self.backend.error is None:
+                return False  # the reset's move owns the arm: no commands, no watchdog
+            self._interrupt_reset(f"backend error: {self.backend.error}")
         if self.backend.error is not None:
             self.last_error = self.backend.error
             self._state = "error"
@@ -248,9 +287,15 @@ class ArmBridge:
 
     # -- services ---------------------------------------------------------------------------
 
-    def hold(self, now_s: float) -> None:
-        """Stop and hold the current pose until the next valid command."""
+    def hold(self, now_s: float, why: str = "hold") -> None:
+        """Stop and hold the current pose until the next valid command.
+
+        Args:
+            now_s: Current time.
+            why: Names the cause in the failure of a reset this interrupts.
+        """
         self._stamp_s = now_s
+        self._interrupt_reset(why)
         self._pending_pose = None
         self.watchdog.reset()
         self.backend.hold()
@@ -258,8 +303,10 @@ class ArmBridge:
             self._state = "holding"
 
     def estop(self, now_s: float) -> None:
-        """Hold and refuse every command and reset until :meth:`clear_error`."""
+        """Hold and refuse every command and reset until :meth:`clear_error`; a reset under
+        way ends (its next :meth:`poll_reset` raises "interrupted by e-stop")."""
         self._stamp_s = now_s
+        self._interrupt_reset("e-stop")
         self._estop = True
         self._pending_pose = None
         self._gripper_pending = False
@@ -275,6 +322,7 @@ class ArmBridge:
             True if the arm may move again (``backend.clear_error()`` succeeded).
         """
         self._stamp_s = now_s
+        self._interrupt_reset("clear_error")
         self._pending_pose = None
         self._gripper_pending = False
         self.watchdog.reset()
@@ -297,17 +345,23 @@ class ArmBridge:
             return True
         return False
 
-    def reset(self, pose: np.ndarray, gripper: float, now_s: float) -> None:
-        """Move to ``pose`` (7,) and the gripper to ``gripper`` (blocking); clears hold.
+    def begin_reset(self, pose: np.ndarray, gripper: float, now_s: float) -> ResetJob:
+        """Start moving to ``pose`` (7,) and the gripper to ``gripper`` (returns at once).
+
+        Drops the pending command and disarms the watchdog; state ``resetting`` until
+        :meth:`poll_reset` reports arrival or the reset is interrupted.
 
         Raises:
-            RuntimeError: E-stop active or backend error (clear it first).
+            RuntimeError: E-stop active, backend error (clear it first), a reset already under
+                way, or the backend refused to start the move.
             UnsafeCommandError: ``pose`` is malformed or outside the workspace box / cone.
         """
         self._stamp_s = now_s
         if self._estop or self.backend.error is not None:
             why = "e-stop is active" if self._estop else f"backend error: {self.backend.error}"
             raise RuntimeError(f"cannot reset: {why}; call clear_error first")
+        if self._reset is not None:
+            raise RuntimeError("cannot reset: a reset is already under way; wait for its answer")
         target = self._validate_pose(pose)
         if not math.isfinite(gripper):
             raise UnsafeCommandError(f"reset gripper {gripper} is not finite")
@@ -320,10 +374,80 @@ class ArmBridge:
         self._pending_pose = None
         self._gripper_pending = False
         self.watchdog.reset()
-        self.backend.move_to(boxed.target_pose, boxed.gripper)
-        self._gripper = boxed.gripper
+        job = ResetJob(boxed.target_pose, boxed.gripper)
+        self._reset = job
+        self._state = "resetting"
+        try:
+            self.backend.start_move(job.pose, job.gripper)
+        except Exception as e:  # noqa: BLE001 - any backend failure ends the reset
+            self._fail_reset(job, f"the arm could not start the move: {e}")
+        return job
+
+    def poll_reset(self, job: ResetJob, now_s: float) -> bool:
+        """One short check of a reset under way.
+
+        Returns:
+            True once the arm (and gripper) arrived: the bridge is ``idle``, nothing pending.
+            False while moving: call again (without holding the node's lock in between).
+
+        Raises:
+            RuntimeError: The reset ended without arriving: interrupted (e-stop, hold,
+                clear_error, backend error; the message names it) or the backend gave up (a
+                reflex, not reached in its time limit; the arm then holds).
+        """
+        self._stamp_s = now_s
+        if job.interrupted is not None:
+            raise RuntimeError(job.interrupted)
+        if job is not self._reset:
+            raise RuntimeError("this reset is not the one under way")
+        try:
+            done = bool(self.backend.move_done())
+        except Exception as e:  # noqa: BLE001 - any backend failure ends the reset
+            self._fail_reset(job, str(e))
+        if not done:
+            return False
+        self._reset = None
+        self._gripper = job.gripper
         self.last_executed = None
         self._state = "idle"
+        return True
+
+    def reset(self, pose: np.ndarray, gripper: float, now_s: float, poll_s: float = 0.01) -> None:
+        """Move to ``pose`` (7,) and the gripper to ``gripper``, blocking until there.
+
+        :meth:`begin_reset` then :meth:`poll_reset` every ``poll_s`` seconds in one call: for a
+        caller that may block (the twin, whose move ends at once, under its physics lock).
+
+        Raises:
+            RuntimeError, UnsafeCommandError: As :meth:`begin_reset` and :meth:`poll_reset`.
+        """
+        job = self.begin_reset(pose, gripper, now_s)
+        while not self.poll_reset(job, now_s):
+            time.sleep(poll_s)
+
+    @property
+    def resetting(self) -> bool:
+        """A reset is under way (between :meth:`begin_reset` and its end)."""
+        return self._reset is not None
+
+    def _interrupt_reset(self, why: str) -> None:
+        """End the reset under way (if any) without arrival; the caller makes the arm hold."""
+        if self._reset is not None:
+            self._reset.interrupted = f"interrupted by {why}"
+            self._reset = None
+            self.last_error = f"reset interrupted by {why}"
+
+    def _fail_reset(self, job: ResetJob, reason: str) -> NoReturn:
+        """The backend ended the reset: hold (unless it is in error), record, raise."""
+        job.interrupted = reason
+        self._reset = None
+        self.last_error = f"reset failed: {reason}"
+        if self.backend.error is None:
+            self.backend.hold()
+            self._state = "holding"
+        else:
+            self._state = "error"
+        raise RuntimeError(reason)
 
     # -- status -----------------------------------------------------------------------------
 

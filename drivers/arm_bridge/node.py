@@ -15,6 +15,14 @@ node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
 - services ``reset`` (parameters ``reset_pose``, ``reset_gripper``), ``hold``, ``estop``,
   ``clear_error`` (std_srvs/Trigger).
 
+Threads (:class:`ArmBridgeNode`, a multi-threaded executor): the control tick (watchdog) and
+state publishing are timers in callback groups of their own, the services in reentrant groups,
+so no service call delays them; one lock serialises the bridge and the backend, held for short
+sections only. ``reset`` holds it to start the move and for each check of arrival (every
+:data:`RESET_POLL_S`), not while the arm travels: an ``estop`` or ``hold`` during a reset acts
+at once (the arm holds, ``reset`` answers failure "interrupted by e-stop"), and state and
+status keep being published (``status.state`` is ``resetting``).
+
 Lifecycle (STYLE.md #13): configure = ``backend.connect()``, activate = allow motion (control
 and state timers run), deactivate = hold (commands refused), cleanup = ``backend.disconnect()``.
 
@@ -43,7 +51,11 @@ import numpy as np
 import rclpy
 import rclpy.logging
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-from rclpy.callback_groups import CallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import (
+    CallbackGroup,
+    MutuallyExclusiveCallbackGroup,
+    ReentrantCallbackGroup,
+)
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
@@ -52,7 +64,7 @@ from std_msgs.msg import Float64, String
 from std_srvs.srv import Trigger
 
 from drivers.arm_bridge.backend import ArmBackend
-from drivers.arm_bridge.core import ArmBridge, BridgeConfig
+from drivers.arm_bridge.core import ArmBridge, BridgeConfig, ResetJob
 from drivers.arm_bridge.params import (
     EXIT_BAD_PARAMETER,
     BridgeParamError,
@@ -67,6 +79,8 @@ from robot_rl.core.types import RobotState, UnsafeCommandError
 
 RESET_POSE_PARAM = "reset_pose"
 RESET_GRIPPER_PARAM = "reset_gripper"
+RESET_POLL_S = 0.01
+"""How often ``reset`` checks whether the arm arrived, s (the lock is free in between)."""
 
 
 class BridgeInterface:
@@ -81,7 +95,9 @@ class BridgeInterface:
         accepting: Whether commands may be executed now (False: refused and counted, e.g. a
             lifecycle node that is not active).
         callback_group: Group for the hold/estop services (default: a reentrant group, so they
-            never wait behind a long service call except on ``lock``).
+            never wait behind a long service call except on ``lock``). ``reset`` and
+            ``clear_error`` get a reentrant group of their own: they wait for the arm, and a
+            second ``reset`` during one is refused rather than queued.
         on_change: Called (under ``lock``) after every service call, e.g. to publish state.
         on_target: Called (under ``lock``) after a target was accepted.
         on_gripper: Called (under ``lock``) after a gripper command was accepted.
@@ -111,6 +127,7 @@ class BridgeInterface:
         self.on_target = on_target or (lambda: None)
         self.on_gripper = on_gripper or (lambda: None)
         group = callback_group or ReentrantCallbackGroup()
+        slow = ReentrantCallbackGroup()
         if not node.has_parameter(RESET_POSE_PARAM):
             node.declare_parameter(RESET_POSE_PARAM, [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0])
         if not node.has_parameter(RESET_GRIPPER_PARAM):
@@ -136,10 +153,10 @@ class BridgeInterface:
         ]
         self.intake.start()
         self._srvs = [
-            node.create_service(Trigger, "reset", self._srv_reset),
+            node.create_service(Trigger, "reset", self._srv_reset, callback_group=slow),
             node.create_service(Trigger, "hold", self._srv_hold, callback_group=group),
             node.create_service(Trigger, "estop", self._srv_estop, callback_group=group),
-            node.create_service(Trigger, "clear_error", self._srv_clear_error),
+            node.create_service(Trigger, "clear_error", self._srv_clear_error, callback_group=slow),
         ]
 
     # -- publishing -------------------------------------------------------------------------
@@ -199,23 +216,40 @@ class BridgeInterface:
         return pose, gripper
 
     def _srv_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self.lock:
-            now = self.now_fn()
-            try:
+        """Start the reset under the lock, then check arrival every :data:`RESET_POLL_S` with the
+        lock taken only for the check (estop / hold / ticks / state publishing run between). A
+        move that ends at once (the twin's teleport) is started and finished in one section."""
+        try:
+            with self.lock:
                 pose, gripper = self.reset_target()
                 if not self.accepting():
                     raise RuntimeError("bridge is not active")
-                self.bridge.reset(pose, gripper, now)
-            except (RuntimeError, UnsafeCommandError, ValueError) as e:
-                response.success, response.message = False, f"reset failed: {e}"
-                self.node.get_logger().error(response.message)
+                job = self.bridge.begin_reset(pose, gripper, self.now_fn())
+                done = self._reset_arrived(job)
+                if not done:
+                    self.publish_status()  # state "resetting"
+            while not done:
+                time.sleep(RESET_POLL_S)
+                with self.lock:
+                    done = self._reset_arrived(job)
+        except (RuntimeError, UnsafeCommandError, ValueError) as e:
+            response.success, response.message = False, f"reset failed: {e}"
+            self.node.get_logger().error(response.message)
+            with self.lock:
                 self.publish_status()
-                return response
-            self.on_change()
-            self.publish_status()
-            response.success = True
-            response.message = json.dumps({"stamp_s": self.now_fn()})
+            return response
+        response.success = True
+        response.message = json.dumps({"stamp_s": self.now_fn()})
         return response
+
+    def _reset_arrived(self, job: ResetJob) -> bool:
+        """Under ``lock``: True (after publishing) once the reset ``job`` arrived; raises if it
+        ended otherwise (:meth:`ArmBridge.poll_reset`)."""
+        if not self.bridge.poll_reset(job, self.now_fn()):
+            return False
+        self.on_change()
+        self.publish_status()
+        return True
 
     def _srv_hold(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self.lock:
@@ -307,9 +341,19 @@ class ArmBridgeNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         control_hz = float(self.get_parameter("control_hz").value)
         state_hz = float(self.get_parameter("state_hz").value)
+        # A group per timer: neither waits for the other nor for a service call (only for the
+        # lock, which no one holds for long).
         self._timers = [
-            self.create_timer(1.0 / control_hz, self._control_tick),
-            self.create_timer(1.0 / state_hz, self._publish_state),
+            self.create_timer(
+                1.0 / control_hz,
+                self._control_tick,
+                callback_group=MutuallyExclusiveCallbackGroup(),
+            ),
+            self.create_timer(
+                1.0 / state_hz,
+                self._publish_state,
+                callback_group=MutuallyExclusiveCallbackGroup(),
+            ),
         ]
         with self.lock:
             self._active = True
@@ -319,7 +363,7 @@ class ArmBridgeNode(LifecycleNode):
         with self.lock:
             self._active = False
             assert self.bridge is not None
-            self.bridge.hold(self.now_s())
+            self.bridge.hold(self.now_s(), why="deactivate")
         self._stop_timers()
         return super().on_deactivate(state)
 
@@ -340,7 +384,7 @@ class ArmBridgeNode(LifecycleNode):
         with self.lock:
             self._active = False
             if self.bridge is not None:
-                self.bridge.hold(self.now_s())
+                self.bridge.hold(self.now_s(), why="shutdown")
         self._stop_timers()
         if self.iface is not None:
             self.iface.destroy()

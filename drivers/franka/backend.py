@@ -17,6 +17,13 @@ State: the TCP pose and twist come from the measured joints through robot_rl's o
 (``fk_tcp``), never from the robot's ``O_T_EE``; at connect the two are compared
 (:func:`drivers.franka.control.ee_frame_error`) and a mismatch is an error that names the fix.
 Stamps are ``time.monotonic()`` when the state arrived (same clock in both processes).
+
+Threads: every method may be called from any thread. Goals go over the pipe under a lock of
+their own; state reads are lock-free (a seqlock on shared memory); error counters are guarded
+by ``_lock``. So :meth:`FrankaBackend.hold` or :meth:`FrankaBackend.read_state` may run while
+another thread waits in :meth:`FrankaBackend.move_to` (hold then ends that move: the wait
+raises when its time runs out). The bridge uses :meth:`FrankaBackend.start_move` and polls
+:meth:`FrankaBackend.move_done` instead, so it never waits inside the backend.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ class FrankaConfig:
         ee_frame_tolerance_rad: Same for the orientation, rad.
         move_tolerance_m: ``move_to`` ends when the TCP is this close to the goal, metres.
         move_tolerance_rad: ... and this close in orientation, rad.
-        move_timeout_s: ``move_to`` gives up after this long, s.
+        move_timeout_s: ``move_to`` / ``move_done`` give up this long after the move started, s.
         connect_timeout_s: Wait this long for the control loop's first state, s.
         gripper: Gripper settings, or ``None`` for an arm without a Franka Hand.
     """
@@ -80,12 +87,23 @@ class FrankaError(RuntimeError):
     """The robot cannot do what was asked (reflex, lost connection, move not reached)."""
 
 
+@dataclass(frozen=True)
+class _Move:
+    """A move started by :meth:`FrankaBackend.start_move`."""
+
+    goal: np.ndarray
+    deadline_s: float
+    reflexes: int
+
+
 class FrankaBackend:
     """ArmBackend for a Franka FR3 over libfranka (see the module docstring)."""
 
     def __init__(self, config: FrankaConfig | None = None) -> None:
         self.config = config or FrankaConfig()
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()  # one writer at a time on the command pipe
+        self._move: _Move | None = None
         self._proc = None
         self._conn = None
         self._shared = None
@@ -187,13 +205,49 @@ class FrankaBackend:
         """Stop at the current measured pose (the reference restarts there at rest)."""
         self._send("hold")
 
-    def move_to(self, pose: np.ndarray, gripper: float) -> None:
-        """Move the TCP to ``pose`` (7,) smoothly and block until there (or raise)."""
+    def start_move(self, pose: np.ndarray, gripper: float) -> None:
+        """Start moving the TCP to ``pose`` (7,) smoothly (at the reference's speed limits) and
+        the gripper to ``gripper``; returns at once (poll :meth:`move_done`)."""
         goal = _check_pose(pose)
+        with self._lock:
+            self._move = _Move(goal, time.monotonic() + self.config.move_timeout_s, self._reflexes)
         self.command(goal, gripper)
-        self._wait(lambda s: _pose_reached(s, goal, self.config), "move_to", goal)
-        if self._gripper is not None:
-            self._gripper.wait_idle(self.config.move_timeout_s)
+
+    def move_done(self) -> bool:
+        """True once the TCP is within the move tolerances of the goal of :meth:`start_move`
+        and the gripper has executed its target.
+
+        Raises:
+            FrankaError: No move was started, a reflex aborted it, or it did not arrive within
+                ``move_timeout_s``.
+        """
+        with self._lock:
+            move, reflexes, error, last = self._move, self._reflexes, self._error, self._last_error
+        if move is None:
+            raise FrankaError("move_done() without a move; call start_move() first")
+        state = self.read_state()
+        if _pose_reached(state, move.goal, self.config) and (
+            self._gripper is None or self._gripper.idle
+        ):
+            return True
+        if reflexes != move.reflexes or error is not None:
+            raise FrankaError(f"move_to aborted by the robot: {last}")
+        if time.monotonic() > move.deadline_s:
+            where = "the gripper is still moving"
+            if not _pose_reached(state, move.goal, self.config):
+                where = f"now at {np.round(state.tcp_pose, 4)}"
+            raise FrankaError(
+                f"move_to did not reach {np.round(move.goal, 4)} within "
+                f"{self.config.move_timeout_s} s ({where})"
+            )
+        return False
+
+    def move_to(self, pose: np.ndarray, gripper: float) -> None:
+        """Move the TCP to ``pose`` (7,) smoothly and block until there (or raise
+        :class:`FrankaError`): :meth:`start_move`, then :meth:`move_done` every 5 ms."""
+        self.start_move(pose, gripper)
+        while not self.move_done():
+            time.sleep(0.005)
 
     def move_to_joints(self, q_rad: np.ndarray) -> None:
         """Move to joint positions ``q_rad`` (7,) with a joint impedance; block until there."""
@@ -268,10 +322,12 @@ class FrankaBackend:
     # -- internals ------------------------------------------------------------------------
 
     def _send(self, *msg: object) -> None:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
             raise FrankaError("not connected; call connect() first")
         try:
-            self._conn.send(msg)
+            with self._send_lock:  # Connection.send is not atomic across threads
+                conn.send(msg)
         except (BrokenPipeError, OSError) as exc:
             with self._lock:
                 self._error = f"control process gone: {exc}"

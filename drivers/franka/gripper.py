@@ -101,6 +101,12 @@ class FrankaGripper:
             self._target = c
             self._cond.notify_all()
 
+    @property
+    def idle(self) -> bool:
+        """The latest target has been executed (no command running or waiting)."""
+        with self._cond:
+            return not self._busy and not self._pending()
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until the latest target has been executed; False on timeout."""
         with self._cond:

@@ -271,3 +271,32 @@ H9_DOMAINS = DomainIds(60, 70)
 def h9_domain() -> int:
     """A fresh ROS domain id for one train-behind-ROS test (range 60..69)."""
     return H9_DOMAINS.next()
+
+
+# -- Franka FR3 behind franka-sim (tests/drivers/test_franka*.py): domain ids 50..59 -----------
+
+FRANKA_DOMAINS = DomainIds(50, 60)
+
+
+@pytest.fixture
+def franka_domain() -> int:
+    """A fresh ROS domain id for one Franka node test (range 50..59)."""
+    return FRANKA_DOMAINS.next()
+
+
+@pytest.fixture(scope="module")
+def franka_sim() -> Iterator[Any]:
+    """franka-sim (:class:`drivers.franka.simulator.FrankaSim`) on 127.0.0.1 with motion limits
+    and communication constraints enforced, one per test module (libfranka's ports are fixed:
+    never two at once). Skips only when its venv cannot be created here."""
+    pytest.importorskip("pylibfranka", reason="pip install pylibfranka (Franka client)")
+    from drivers.franka.simulator import FrankaSim, FrankaSimError, sim_python
+
+    try:
+        sim_python(create=True)
+    except FrankaSimError as exc:
+        pytest.skip(f"franka-sim venv cannot be created here: {exc}")
+    sim = FrankaSim(enforce_motion_limits=True, enforce_comm_constraints=True)
+    sim.start()
+    yield sim
+    sim.stop()

@@ -62,9 +62,12 @@ class RecordingBackend:
     def hold(self) -> None:
         self.holds += 1
 
-    def move_to(self, pose: np.ndarray, gripper: float) -> None:
+    def start_move(self, pose: np.ndarray, gripper: float) -> None:  # arrives at once
         self.moves.append(np.array(pose))
         self.pose = np.array(pose, dtype=np.float64)
+
+    def move_done(self) -> bool:
+        return True
 
     def clear_error(self) -> bool:
         if self.clear_ok:

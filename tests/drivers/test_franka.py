@@ -40,9 +40,7 @@ from drivers.franka.backend import (  # noqa: E402
     FrankaConfig,
     FrankaError,
 )
-from drivers.franka.simulator import FrankaSim, FrankaSimError, sim_python  # noqa: E402
-
-B_DOMAINS = iter(range(50, 70))  # ROS domain ids reserved for helper B's tests
+from drivers.franka.simulator import FrankaSim  # noqa: E402
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -157,20 +155,7 @@ def test_bad_commands_and_unreachable_robot_give_clear_errors() -> None:
         backend.read_state()
 
 
-# -- franka-sim -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def franka_sim() -> Iterator[FrankaSim]:
-    """franka-sim on 127.0.0.1 with motion limits enforced (one per test module)."""
-    try:
-        sim_python(create=True)
-    except FrankaSimError as exc:
-        pytest.skip(f"franka-sim venv cannot be created here: {exc}")
-    sim = FrankaSim(enforce_motion_limits=True, enforce_comm_constraints=True)
-    sim.start()
-    yield sim
-    sim.stop()
+# -- franka-sim (fixture ``franka_sim`` in conftest.py) ----------------------------------------
 
 
 @pytest.fixture(scope="class")
@@ -257,14 +242,14 @@ def control_process_pid(node_pid: int) -> int:
 
 
 def test_franka_node_tracks_and_reports_recovery(
-    franka_sim: FrankaSim, ros_processes, ros_client_factory
+    franka_sim: FrankaSim, franka_domain: int, ros_processes, ros_client_factory
 ) -> None:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import String
 
     from drivers.ros import convert, qos
 
-    domain = next(B_DOMAINS)
+    domain = franka_domain
     node = ros_processes(
         [sys.executable, "-m", "drivers.franka.node", "--robot-ip", franka_sim.host, "--ns", "arm"],
         domain,
