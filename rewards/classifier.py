@@ -199,6 +199,11 @@ class ClassifierReward:
         """Cameras every query must carry (the reward server checks requests against it)."""
         return self.card.cameras
 
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """(height, width) of the frames it was trained on (the reward server refuses others)."""
+        return (int(self.card.image_size[0]), int(self.card.image_size[1]))
+
     def probs(self, images: Mapping[str, np.ndarray]) -> np.ndarray:
         """Camera -> (B, H, W, 3) uint8 -> calibrated success probability (B,) float64."""
         missing = [c for c in self.card.cameras if c not in images]

@@ -5,11 +5,16 @@ deadline (``RewardTimeout`` after). :class:`AsyncRewardLabeller` never blocks th
 ``submit`` hands a step's query to a background thread and returns; ``poll`` collects rewards
 that arrived (an off-policy learner can label a transition late); ``wait`` blocks for one step's
 answer, for decisions such as termination that need a confirmed reward.
+
+A server at its ``max_concurrent_rpcs`` refuses a call at once (``RESOURCE_EXHAUSTED``, "Concurrent
+RPC limit exceeded!"); the client then sends it again, waiting :data:`BUSY_RETRY_MIN_S` doubling
+up to :data:`BUSY_RETRY_MAX_S`, until its deadline. Every other refusal is final.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,10 +29,18 @@ from rewards.serve import reward_pb2, reward_pb2_grpc
 from rewards.serve.codec import DEFAULT_JPEG_QUALITY, encode_images, encode_state
 from robot_rl.core.protocols import RewardQuery, RewardResult
 
+BUSY = "Concurrent RPC limit exceeded"
+"""Start of gRPC's message when a server runs its ``maximum_concurrent_rpcs`` calls already."""
+BUSY_RETRY_MIN_S = 0.02
+"""First wait before resending a call the server refused as busy, seconds."""
+BUSY_RETRY_MAX_S = 0.5
+"""Longest wait between resends of a refused-as-busy call, seconds."""
+
 _HINTS = {
     grpc.StatusCode.UNAUTHENTICATED: "pass token= matching the server's token",
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "the request exceeds the server's max_message_bytes; "
-    "send fewer or smaller frames per call, or raise the server's limit",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "a limit of the server (max_message_bytes, "
+    "max_request_pixels, or max_concurrent_rpcs calls at once: the message says which); send "
+    "fewer or smaller frames per call, or raise the server's limit",
     grpc.StatusCode.UNAVAILABLE: "is the reward server running and reachable at this address?",
 }
 
@@ -100,6 +113,14 @@ class RewardClient:
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._metadata = () if token is None else (("authorization", f"Bearer {token}"),)
         self._info: ServerInfo | None = None
+        self._lock = threading.Lock()
+        self._busy_refusals = 0
+
+    @property
+    def busy_refusals(self) -> int:
+        """Calls the server refused as busy (max_concurrent_rpcs) and this client sent again."""
+        with self._lock:
+            return self._busy_refusals
 
     def _error(self, e: grpc.RpcError) -> RewardServiceError:
         code, details = e.code(), e.details() or ""  # type: ignore[attr-defined]
@@ -183,25 +204,53 @@ class RewardClient:
         self, query: RewardQuery, timeout_s: float | None = None
     ) -> Future[RewardResult]:
         """Encode on this thread, send without waiting; the future fails with RewardTimeout
-        after ``timeout_s`` (default: the client's) or RewardServiceError."""
+        after ``timeout_s`` (default: the client's) or RewardServiceError. A call the server
+        refuses as busy is sent again until the deadline (see the module docstring)."""
         request = self.encode(query)
         batch = len(next(iter(request.images.values())).jpeg)
         out: Future[RewardResult] = Future()
         out.set_running_or_notify_cancel()
+        deadline_s = time.monotonic() + (timeout_s or self.timeout_s)
+        self._send(request, batch, deadline_s, out, BUSY_RETRY_MIN_S)
+        return out
+
+    def _send(
+        self,
+        request: reward_pb2.PredictRequest,
+        batch: int,
+        deadline_s: float,
+        out: Future[RewardResult],
+        wait_s: float,
+    ) -> None:
+        """One attempt of a Predict call; resolves ``out`` or schedules the next attempt."""
         call = self._stub.Predict.future(
-            request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
+            request, timeout=max(deadline_s - time.monotonic(), 1e-3), metadata=self._metadata
         )
+
+        def again() -> None:
+            try:
+                self._send(request, batch, deadline_s, out, min(2 * wait_s, BUSY_RETRY_MAX_S))
+            except Exception as e:  # e.g. the channel was closed meanwhile
+                out.set_exception(e)
 
         def done(call: grpc.Future) -> None:
             try:
                 out.set_result(self._result(call.result(), batch))
             except grpc.RpcError as e:
-                out.set_exception(self._error(e))
+                code, details = e.code(), e.details() or ""  # type: ignore[attr-defined]
+                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith(BUSY)
+                if busy and time.monotonic() + wait_s < deadline_s:
+                    with self._lock:
+                        self._busy_refusals += 1
+                    timer = threading.Timer(wait_s, again)
+                    timer.daemon = True
+                    timer.start()
+                else:
+                    out.set_exception(self._error(e))
             except Exception as e:  # a malformed reply must still resolve the future
                 out.set_exception(e)
 
         call.add_done_callback(done)
-        return out
 
     def close(self) -> None:
         self._channel.close()

@@ -3,10 +3,19 @@
 Loopback by default; binding elsewhere needs ``allow_non_loopback=True`` and warns without a
 token. Requests are micro-batched (:mod:`rewards.serve.batcher`), carry deadlines (a request
 whose deadline passes while queued is dropped, not computed), and are checked before they reach
-the model: a bad JPEG, bad safetensors or inconsistent batch sizes get ``INVALID_ARGUMENT``
-naming the field, an oversized message ``RESOURCE_EXHAUSTED``, a wrong or missing token
-``UNAUTHENTICATED``; none of them takes the server down. Standard gRPC health checking
-(``grpc.health.v1``) answers without a token.
+the model; none of the refusals takes the server down or delays the other clients' answers:
+
+- a wrong or missing token: ``UNAUTHENTICATED``;
+- bytes that are not a ``PredictRequest`` / ``InfoRequest`` protobuf: ``INVALID_ARGUMENT``
+  (requests are parsed here, not by gRPC, which would answer ``INTERNAL``);
+- a frame that is not a colour JPEG or not of the model's image size, a state that is not
+  (B, S) float32 safetensors of the model's width, NaN/inf, inconsistent batch sizes, a
+  missing camera: ``INVALID_ARGUMENT`` naming the field, expected and got;
+- a message over ``max_message_bytes``, call metadata over :data:`MAX_METADATA_BYTES`, frames
+  whose JPEG headers add up to more than ``max_request_pixels``, or a call beyond
+  ``max_concurrent_rpcs`` running at once: ``RESOURCE_EXHAUSTED`` (never queued, never decoded).
+
+Standard gRPC health checking (``grpc.health.v1``) answers without a token.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import hmac
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from rewards.serve import reward_pb2, reward_pb2_grpc
 from rewards.serve.batcher import BatcherStopped, DeadlineExpired, MicroBatcher, ModelError
-from rewards.serve.codec import PayloadError, decode_images, decode_state
+from rewards.serve.codec import PayloadError, PayloadTooLarge, decode_images, decode_state
 from robot_rl.core.netaddr import check_bind, is_loopback
 from robot_rl.core.protocols import RewardModel, RewardQuery
 
@@ -34,6 +43,9 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = "robot_rl.reward.v1.RewardService"
 """Full gRPC service name (also the health-check service name)."""
+
+MAX_METADATA_BYTES = 16 * 1024
+"""Largest call metadata (headers, the token included) accepted, bytes."""
 
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
@@ -63,6 +75,20 @@ class ServeConfig:
     cameras: tuple[str, ...] | None = None
     """Cameras requests must carry (None: the model's ``cameras`` attribute if any, else
     any)."""
+    image_size: tuple[int, int] | None = None
+    """(height, width) every frame must have, pixels (None: the model's ``image_size``
+    attribute if any, else any size)."""
+    state_dim: int | None = None
+    """Width S of the state a request may carry (None: the model's ``state_dim`` attribute if
+    any, else any)."""
+    max_request_pixels: int = 1 << 24
+    """Most pixels (frames x height x width, all cameras) one request may hold, read from the
+    JPEG headers before any frame is decoded (more: RESOURCE_EXHAUSTED). 16.7 M: 64 frames of
+    512x512; a 2-camera batch of 32 at 224x224 is 3.2 M."""
+    max_concurrent_rpcs: int = 64
+    """Most calls running or waiting for a handler thread at once; more get RESOURCE_EXHAUSTED
+    at once (``RewardClient`` retries those within its deadline). Bounds what requests in the
+    server hold to about this many x max_message_bytes."""
 
     def __post_init__(self) -> None:
         check_bind(self.bind, self.allow_non_loopback, 50051, "other machines")
@@ -74,6 +100,14 @@ class ServeConfig:
             raise ValueError(f"max_message_bytes={self.max_message_bytes}: use >= 1024")
         if self.max_workers < 1:
             raise ValueError(f"max_workers={self.max_workers}: use >= 1")
+        if self.max_concurrent_rpcs < 1:
+            raise ValueError(f"max_concurrent_rpcs={self.max_concurrent_rpcs}: use >= 1")
+        if self.max_request_pixels < 1:
+            raise ValueError(f"max_request_pixels={self.max_request_pixels}: use >= 1")
+        if self.image_size is not None and (len(self.image_size) != 2 or min(self.image_size) < 1):
+            raise ValueError(f"image_size={self.image_size}: use (height, width) >= 1")
+        if self.state_dim is not None and self.state_dim < 1:
+            raise ValueError(f"state_dim={self.state_dim}: use >= 1 or None")
         if self.token is not None and not self.token:
             raise ValueError("token='': give a non-empty token or None for no authentication")
         if (self.tls_cert_path is None) != (self.tls_key_path is None):
@@ -117,12 +151,16 @@ class _TokenAuth(grpc.ServerInterceptor):
         return continuation(handler_call_details)
 
 
-def _decode_request(request: reward_pb2.PredictRequest, cameras: Sequence[str]) -> RewardQuery:
-    images = decode_images({cam: list(b.jpeg) for cam, b in request.images.items()}, cameras)
-    batch = next(iter(images.values())).shape[0]
-    state = decode_state(request.state, batch) if request.HasField("state") else None
-    task_text = request.task_text if request.HasField("task_text") else None
-    return RewardQuery(images=images, state=state, task_text=task_text)
+def _parse(raw: bytes, cls: Any, context: grpc.ServicerContext) -> Any:
+    """Parse a request's bytes, or abort with INVALID_ARGUMENT saying what they are not."""
+    try:
+        return cls.FromString(raw)
+    except Exception as e:  # untrusted bytes: any parser failure is the caller's
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the request ({len(raw)} bytes) is not a {cls.DESCRIPTOR.full_name} protobuf "
+            f"message ({e}); build requests with the stubs generated from reward.proto",
+        )
 
 
 class _Servicer(reward_pb2_grpc.RewardServiceServicer):
@@ -133,12 +171,49 @@ class _Servicer(reward_pb2_grpc.RewardServiceServicer):
         self._cameras = tuple(
             cfg.cameras if cfg.cameras is not None else getattr(model, "cameras", ())
         )
+        size = cfg.image_size if cfg.image_size is not None else getattr(model, "image_size", None)
+        self._image_size = None if size is None else (int(size[0]), int(size[1]))
+        dim = cfg.state_dim if cfg.state_dim is not None else getattr(model, "state_dim", None)
+        self._state_dim = None if dim is None else int(dim)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The service's method handlers; requests arrive as bytes and are parsed by
+        :func:`_parse` (bytes that are not the message get INVALID_ARGUMENT)."""
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAME,
+            {
+                "Predict": grpc.unary_unary_rpc_method_handler(
+                    lambda raw, ctx: self.Predict(_parse(raw, reward_pb2.PredictRequest, ctx), ctx),
+                    response_serializer=reward_pb2.PredictReply.SerializeToString,
+                ),
+                "Info": grpc.unary_unary_rpc_method_handler(
+                    lambda raw, ctx: self.Info(_parse(raw, reward_pb2.InfoRequest, ctx), ctx),
+                    response_serializer=reward_pb2.InfoReply.SerializeToString,
+                ),
+            },
+        )
+
+    def _decode(self, request: reward_pb2.PredictRequest) -> RewardQuery:
+        images = decode_images(
+            {cam: list(b.jpeg) for cam, b in request.images.items()},
+            self._cameras,
+            image_size=self._image_size,
+            max_pixels=self._cfg.max_request_pixels,
+        )
+        batch = next(iter(images.values())).shape[0]
+        state = None
+        if request.HasField("state"):
+            state = decode_state(request.state, batch, self._state_dim)
+        task_text = request.task_text if request.HasField("task_text") else None
+        return RewardQuery(images=images, state=state, task_text=task_text)
 
     def Predict(  # gRPC method name
         self, request: reward_pb2.PredictRequest, context: grpc.ServicerContext
     ) -> reward_pb2.PredictReply:
         try:
-            query = _decode_request(request, self._cameras)
+            query = self._decode(request)
+        except PayloadTooLarge as e:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except PayloadError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         remaining_s = context.time_remaining()
@@ -262,16 +337,21 @@ def start_server(model: RewardModel, cfg: ServeConfig) -> RunningServer:
             )
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", cfg.max_message_bytes),
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a silent share
+        ("grpc.keepalive_time_ms", 20_000),  # during a call: find a vanished client, free it
+        ("grpc.keepalive_timeout_ms", 10_000),
     ]
     interceptors = [] if cfg.token is None else [_TokenAuth(cfg.token)]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="reward-rpc"),
         interceptors=interceptors,
         options=options,
+        maximum_concurrent_rpcs=cfg.max_concurrent_rpcs,  # more: RESOURCE_EXHAUSTED at once
     )
     batcher = MicroBatcher(model, cfg.max_batch, cfg.max_wait_ms / 1000.0)
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(_Servicer(model, batcher, cfg), server)
+    server.add_generic_rpc_handlers((_Servicer(model, batcher, cfg).handler(),))
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:

@@ -10,18 +10,30 @@ an Ack with the error and the stream goes on), and fans learner events out on ``
 waits for a subscriber: each keeps only the newest pending weights and stats.
 
 Loopback by default; another bind address needs ``allow_non_loopback=True`` and warns without a
-token or TLS. A wrong or missing token gets ``UNAUTHENTICATED``; a message larger than
-``max_message_bytes`` (plus :data:`ENVELOPE_BYTES`) ``RESOURCE_EXHAUSTED``. Standard gRPC health
-checking (``grpc.health.v1``, when grpcio-health-checking is installed) answers without a token.
+token or TLS. Standard gRPC health checking (``grpc.health.v1``, when grpcio-health-checking is
+installed) answers without a token. What a bad or excessive request gets (nothing of it is
+stored, and the other actors' calls go on):
+
+- a wrong or missing token: ``UNAUTHENTICATED``;
+- bytes that are not the RPC's protobuf message: ``INVALID_ARGUMENT`` (requests are parsed here,
+  not by gRPC, which would answer ``INTERNAL``);
+- an unsafe actor id: ``INVALID_ARGUMENT`` (Hello, Subscribe) or an error Ack (a batch);
+- a batch that does not fit the learner's layout (names, dtypes, shapes, NaN/inf, ...): an error
+  Ack naming the field, expected and got (:func:`robot_rl.transport.codec.decode_transitions`);
+  the stream stays open;
+- a message over ``max_message_bytes`` + :data:`ENVELOPE_BYTES`, or call metadata over
+  :data:`MAX_METADATA_BYTES`: ``RESOURCE_EXHAUSTED`` from gRPC, before any of it is read;
+- a transition stream or subscription beyond ``max_actors`` of its kind at once, or any call
+  beyond ``2 * max_actors +`` :data:`SPARE_CALLS` running at once: ``RESOURCE_EXHAUSTED``
+  (the calls already running, e.g. a connected actor's streams, are not affected).
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +53,7 @@ from robot_rl.transport.codec import (
     decode_transitions,
     layout_fingerprint,
 )
+from robot_rl.transport.guard import StreamSlots, TokenAuth, parse_request
 from robot_rl.transport.sink import TransitionSink, check_actor_id
 from robot_rl.transport.weights import encode_weights
 
@@ -53,10 +66,17 @@ ENVELOPE_BYTES = 64 * 1024
 """gRPC message limit = max_message_bytes + this, so that a payload just over max_message_bytes
 reaches the codec and gets an Ack naming the limit rather than a stream error."""
 
+MAX_METADATA_BYTES = 16 * 1024
+"""Largest call metadata (headers, the token included) accepted, bytes."""
+
+SPARE_CALLS = 4
+"""Calls that may run besides the actors' streams (Hello, health checks): the server runs at
+most ``2 * max_actors + SPARE_CALLS`` calls at once and refuses more at once."""
+
 COMMANDS = ("PAUSE", "RESUME", "STOP")
 """Run control commands (``RunControl.Command`` names)."""
 
-_HEALTH_PREFIX = "/grpc.health.v1.Health/"
+_TOKEN_HINT = "LearnerClient(token=...)"
 _SUBSCRIBER_POLL_S = 1.0  # a subscriber checks that its caller is still there this often
 
 
@@ -77,7 +97,8 @@ class LearnerServerConfig:
     max_message_bytes: int = 32 * 1024 * 1024
     """Largest transition payload (as sent and decompressed) and weights blob, bytes."""
     max_actors: int = 8
-    """Actors served at once (each holds two streams); calls beyond get RESOURCE_EXHAUSTED."""
+    """Actors served at once: each holds a transition stream and a subscription, and a stream
+    beyond max_actors of its kind gets RESOURCE_EXHAUSTED."""
     run_id: str = ""
     """Id of the learner's run (its run directory name), told to actors in Hello."""
     policy_json: str = ""
@@ -97,48 +118,6 @@ class LearnerServerConfig:
             raise ValueError(f"max_message_bytes={self.max_message_bytes}: use >= 1024")
         if self.max_actors < 1:
             raise ValueError(f"max_actors={self.max_actors}: use >= 1")
-
-
-def _deny_like(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same streaming kind as ``handler`` that refuses the call."""
-
-    def deny(request: Any, context: grpc.ServicerContext) -> None:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-
-    kind = "_".join(
-        "stream" if s else "unary" for s in (handler.request_streaming, handler.response_streaming)
-    )
-    make = getattr(grpc, f"{kind}_rpc_method_handler")
-    return make(deny)
-
-
-class _TokenAuth(grpc.ServerInterceptor):
-    """Refuses calls without ``authorization: Bearer <token>`` (health checks exempt)."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(_HEALTH_PREFIX):
-            return handler
-        got = dict(handler_call_details.invocation_metadata or ()).get("authorization")
-        if got is None:
-            return _deny_like(
-                handler,
-                "missing 'authorization' metadata: this learner needs a token; send "
-                "'authorization: Bearer <token>' (LearnerClient(token=...))",
-            )
-        got_bytes = got.encode() if isinstance(got, str) else got
-        if not hmac.compare_digest(got_bytes, self._expected):
-            return _deny_like(
-                handler, "wrong token in 'authorization' metadata; use the learner's token"
-            )
-        return handler
 
 
 @dataclass
@@ -203,6 +182,42 @@ class _Servicer(pb_grpc.LearnerServicer):
         self.weights_event: pb.LearnerEvent | None = None
         self.control_event: pb.LearnerEvent | None = None
         self.stats_event: pb.LearnerEvent | None = None
+        self.push_slots = StreamSlots("transition stream", cfg.max_actors)
+        self.subscribe_slots = StreamSlots("subscription", cfg.max_actors)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The service's method handlers. Requests arrive as bytes and are parsed by
+        :func:`~robot_rl.transport.guard.parse_request`: bytes that are not the expected message
+        get INVALID_ARGUMENT."""
+
+        def hello(raw: bytes, context: grpc.ServicerContext) -> pb.HelloReply:
+            return self.Hello(parse_request(raw, pb.HelloRequest, context, "the request"), context)
+
+        def push(raws: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[pb.Ack]:
+            batches = (
+                parse_request(raw, pb.TransitionBatch, context, f"message {i} of the stream")
+                for i, raw in enumerate(raws)
+            )
+            return self.PushTransitions(batches, context)
+
+        def subscribe(raw: bytes, context: grpc.ServicerContext) -> Iterator[pb.LearnerEvent]:
+            request = parse_request(raw, pb.SubscribeRequest, context, "the request")
+            return self.Subscribe(request, context)
+
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAME,
+            {
+                "Hello": grpc.unary_unary_rpc_method_handler(
+                    hello, response_serializer=pb.HelloReply.SerializeToString
+                ),
+                "PushTransitions": grpc.stream_stream_rpc_method_handler(
+                    push, response_serializer=pb.Ack.SerializeToString
+                ),
+                "Subscribe": grpc.unary_stream_rpc_method_handler(
+                    subscribe, response_serializer=pb.LearnerEvent.SerializeToString
+                ),
+            },
+        )
 
     def counters(self, actor_id: str) -> _ActorCounters:
         """The actor's counters; ``transitions`` starts at what the sink already holds (a
@@ -267,6 +282,7 @@ class _Servicer(pb_grpc.LearnerServicer):
     def PushTransitions(
         self, request_iterator: Iterator[pb.TransitionBatch], context: grpc.ServicerContext
     ) -> Iterator[pb.Ack]:
+        self.push_slots.take(context)
         for batch in request_iterator:
             yield self._take(batch)
 
@@ -275,6 +291,10 @@ class _Servicer(pb_grpc.LearnerServicer):
         span = f"batch [{first}, {first + n})"
         if not actor:
             return pb.Ack(batch_first_seq=first, acked_through_seq=-1, error="actor_id is empty")
+        try:
+            check_actor_id(actor)
+        except ValueError as e:  # never counted: unsafe ids get no counters, stats or log
+            return pb.Ack(batch_first_seq=first, acked_through_seq=-1, error=f"{span}: {e}")
         counters = self.counters(actor)
         try:
             steps = decode_transitions(
@@ -324,6 +344,11 @@ class _Servicer(pb_grpc.LearnerServicer):
     def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.LearnerEvent]:
+        try:
+            check_actor_id(request.actor_id)
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        self.subscribe_slots.take(context)
         sub = _Subscriber()
         with self.cond:
             if self.control_event is not None:
@@ -414,11 +439,13 @@ class LearnerServer:
                 log.warning("learner on non-loopback %s without TLS: traffic in clear", cfg.bind)
         self.sink = sink
         self._servicer = _Servicer(sink, layout, action_dim, cfg)
-        workers = 2 * cfg.max_actors + 4  # two streams per actor, plus Hello and health calls
+        workers = 2 * cfg.max_actors + SPARE_CALLS  # two streams per actor, Hello, health
         limit = cfg.max_message_bytes + ENVELOPE_BYTES
         options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
+            ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+            ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
             ("grpc.so_reuseport", 0),  # a port in use is an error, not a silent share
             ("grpc.keepalive_time_ms", 20_000),  # find dead actors, free their streams
             ("grpc.keepalive_timeout_ms", 10_000),
@@ -428,11 +455,11 @@ class LearnerServer:
         ]
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="learner-rpc"),
-            interceptors=[] if cfg.token is None else [_TokenAuth(cfg.token)],
+            interceptors=[] if cfg.token is None else [TokenAuth(cfg.token, _TOKEN_HINT)],
             options=options,
-            maximum_concurrent_rpcs=workers,
+            maximum_concurrent_rpcs=workers,  # more at once: RESOURCE_EXHAUSTED, never queued
         )
-        pb_grpc.add_LearnerServicer_to_server(self._servicer, self._server)
+        self._server.add_generic_rpc_handlers((self._servicer.handler(),))
         self._health = _add_health(self._server)
         try:
             if cfg.tls_cert_path is not None and cfg.tls_key_path is not None:
@@ -524,6 +551,12 @@ class LearnerServer:
     def actor_stats(self) -> dict[str, pb.ActorStats]:
         """Per-actor counts (actors that said Hello or sent a batch), by actor id."""
         return self._servicer.actor_stats()
+
+    def open_streams(self) -> dict[str, int]:
+        """Calls running now: ``{"push": transition streams, "subscribe": subscriptions}`` (each
+        at most ``max_actors``)."""
+        s = self._servicer
+        return {"push": s.push_slots.active, "subscribe": s.subscribe_slots.active}
 
     def publish_stats(self, updates: int, replay_size: int) -> pb.Stats:
         """Send a stats snapshot (with :meth:`actor_stats`) to every subscriber; returns it."""
