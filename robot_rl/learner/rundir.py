@@ -57,11 +57,14 @@ def jsonable(x: Any) -> Any:
 
 def take_control_command(run_dir: Path) -> str | None:
     """The PAUSE / RESUME / STOP written to ``run_dir/control`` (the file is consumed), or None.
-    Any other word is logged and ignored."""
+    Any other word is logged and ignored. An empty file is left alone: its writer (``echo STOP >
+    control`` creates the file before it writes) has not finished yet; the next poll reads it."""
     path = Path(run_dir) / CONTROL_FILE
     try:
         command = path.read_text().strip().upper()
     except FileNotFoundError:
+        return None
+    if not command:
         return None
     path.unlink(missing_ok=True)
     if command not in CONTROL_COMMANDS:
@@ -133,4 +136,4 @@ def prepare_run_dir(
         "action_dim": action_dim,
         **jsonable(dict(run_meta or {})),
     }
-    (d / CONFIG_JSON).write_text(json.dumps(config, indent=1))
+    write_json_atomic(d / CONFIG_JSON, config, fsync=True)

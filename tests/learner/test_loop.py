@@ -136,3 +136,20 @@ def test_control_file_stops_the_embedded_run_early_with_a_final_checkpoint(tmp_p
     with EpisodeLog.open(run / "log.zarr", mode="r") as elog:
         assert sum(e.length for e in elog.episodes) == res.env_steps
         assert elog.episodes[-1].extra.get("ended_by") == "learner"
+
+
+def test_control_file_still_being_written_is_not_consumed(tmp_path):
+    """`echo STOP > control` creates the file before it writes: a poll in between sees an empty
+    file. It must leave it for the next poll, not consume it (the STOP would be lost)."""
+    from robot_rl.learner.rundir import take_control_command
+
+    control = tmp_path / "control"
+    control.write_text("")
+    assert take_control_command(tmp_path) is None
+    assert control.exists()  # left for the writer
+    control.write_text("STOP\n")
+    assert take_control_command(tmp_path) == "STOP"
+    assert not control.exists()
+    control.write_text("DANCE\n")
+    assert take_control_command(tmp_path) is None
+    assert not control.exists()  # a finished unknown word is consumed (and logged)
