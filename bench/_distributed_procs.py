@@ -33,7 +33,7 @@ class Child:
     def __init__(self, name: str, args: list[str], logs: Path, python_args: list[str]) -> None:
         self.name = name
         self.out_path, self.err_path = logs / f"{name}.out", logs / f"{name}.err"
-        env = {**os.environ, "MUJOCO_GL": "osmesa", "PYTHONUNBUFFERED": "1"}
+        env = {"MUJOCO_GL": "osmesa", **os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, *python_args, *args],

@@ -34,6 +34,12 @@ it). At the end the actor waits up to ``late_reward_drain_s`` for learned reward
 then lets the link finish (distributed: wait up to ``drain_timeout_s`` for the learner to
 acknowledge the rest of the log; embedded: the final evaluation).
 
+Stale sensors (a robot state or camera frame older than its limit, e.g. a camera stalling under
+load for a moment): the episode ends where it is (``ended_by: stale_sensor`` with the error in
+its metadata, its last row as written), the actor waits ``sensor_retry_s`` and resets; the
+count is ``sensor_faults``. When no step has succeeded for ``sensor_fault_timeout_s`` (the
+sensor or its node is gone) the error ends the run.
+
 Ticks: the time each iteration spends outside ``env.step`` (acting, logging, pushing, loading
 weights; embedded, also the update) is measured; an iteration over ``tick_budget_s`` is an
 overrun (counted, logged at warning level, reported). The env's own fixed-rate clock
@@ -65,6 +71,7 @@ from robot_rl.core import keys
 from robot_rl.core.clock import RateClock
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
+from robot_rl.core.types import StaleSensorError
 from robot_rl.learner.evaluate import ActionMap, obs_stamp
 from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
 from robot_rl.learner.rundir import LOG_ZARR, SOURCE_ONLINE, write_json_atomic
@@ -138,6 +145,12 @@ class ActorConfig:
     """While paused, check the run state this often, seconds."""
     late_reward_drain_s: float = 30.0
     """At the end, wait this long for learned rewards still due, seconds."""
+    sensor_fault_timeout_s: float = 30.0
+    """A stale sensor (robot state or camera frame older than its limit) ends the episode where it
+    is and the actor resets and goes on, retrying every ``sensor_retry_s``; when no step has
+    succeeded for this long, the error ends the run, seconds (0: the first one ends it)."""
+    sensor_retry_s: float = 0.5
+    """After a stale sensor, wait this long before the next reset, seconds."""
 
     def __post_init__(self) -> None:
         if self.total_env_steps is not None and self.total_env_steps < 1:
@@ -150,6 +163,8 @@ class ActorConfig:
             raise ValueError(f"tick_budget_s must be > 0 or None, got {self.tick_budget_s}")
         if self.pause_poll_s <= 0 or self.late_reward_drain_s < 0:
             raise ValueError("pause_poll_s must be > 0, late_reward_drain_s >= 0")
+        if self.sensor_fault_timeout_s < 0 or self.sensor_retry_s < 0:
+            raise ValueError("sensor_fault_timeout_s and sensor_retry_s must be >= 0")
 
 
 @dataclass
@@ -173,6 +188,7 @@ class ActorStats:
     acked_through: int = -1
     logged_transitions: int = 0
     dropped_steps: int = 0
+    sensor_faults: int = 0
     stopped_by: str = ""
     last_returns: list[float] = field(default_factory=list)
 
@@ -243,6 +259,7 @@ class Actor:
         self.held = HeldSteps(self.writer.write, on_drop=self.writer.drop)
         self._stop_request = ""
         self._ep_len, self._ep_seed, self._ep_success = 0, 0, False
+        self._fault_since: float | None = None  # first stale sensor since the last good step
         self.pace = RateClock(cfg.control_hz) if cfg.control_hz is not None else None
 
     def request_stop(self, reason: str = "signal") -> None:
@@ -282,12 +299,17 @@ class Actor:
                     time.sleep(cfg.pause_poll_s)
                     st.paused_s += time.monotonic() - t0
                     continue
-                if obs is None:
-                    self._maybe_load_weights()
-                    obs = self._new_episode()
-                elif cfg.weights_every_steps and self._ep_len % cfg.weights_every_steps == 0:
-                    self._maybe_load_weights()
-                obs, done = self._step(obs)
+                try:
+                    if obs is None:
+                        self._maybe_load_weights()
+                        obs = self._new_episode()
+                    elif cfg.weights_every_steps and self._ep_len % cfg.weights_every_steps == 0:
+                        self._maybe_load_weights()
+                    obs, done = self._step(obs)
+                except StaleSensorError as e:
+                    obs = self._sensor_fault(e)
+                    continue
+                self._fault_since = None
                 if done:
                     obs = None
             st.stopped_by = reason
@@ -333,12 +355,13 @@ class Actor:
         else:
             a = np.asarray(self.policy.act(o), dtype=np.float32)
         version = self.policy.version
-        if self._ep_len == 0:  # begin lazily: a run stopped after a reset logs no empty episode
-            begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
-            self.held.push(Held("begin", begin))
         t_env = time.monotonic()
         obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         env_s = time.monotonic() - t_env
+        if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
+            # raised) logs no empty episode
+            begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
+            self.held.push(Held("begin", begin))
         a_exec, intervened = self._executed(a)
         step = {
             "obs_learner": o,
@@ -366,6 +389,27 @@ class Actor:
             self.pace.tick()
             st.late_ticks = self.pace.overruns
         return obs, done
+
+    def _sensor_fault(self, err: StaleSensorError) -> None:
+        """A stale sensor: end the episode where it is (its last logged step stays as written,
+        like any cut), wait, and let the loop reset; re-raise once no step has succeeded for
+        ``sensor_fault_timeout_s``. Returns None: the next observation comes from a reset."""
+        st, cfg = self.stats, self.cfg
+        now = time.monotonic()
+        if self._fault_since is None:
+            self._fault_since = now
+        st.sensor_faults += 1
+        if now - self._fault_since >= cfg.sensor_fault_timeout_s:
+            log.error("no step for %.1f s (stale sensors): the run ends", now - self._fault_since)
+            raise err
+        log.warning(
+            "stale sensor at env step %d: %s; the episode ends here and the next one starts "
+            "once the sensors are fresh again (giving up after %.0f s without a step)",
+            st.env_steps, err, cfg.sensor_fault_timeout_s,
+        )  # fmt: skip
+        self._end_episode({"ended_by": "stale_sensor", "error": str(err)[:500]})
+        time.sleep(cfg.sensor_retry_s)
+        return None
 
     def _tick(self, work_s: float) -> None:
         st, budget = self.stats, self.cfg.tick_budget_s

@@ -233,6 +233,9 @@ class ActorCmdConfig(RewardFlags):
     drain_timeout_s: float = 30.0
     """At the end: how long to wait for learned rewards still due (--reward), then for the
     learner to acknowledge the rest of the log, seconds."""
+    sensor_fault_timeout_s: float = 30.0
+    """A stale robot state or camera frame ends the episode and the actor resets and goes on;
+    with no step for this long the error ends the run, seconds (0: at the first one)."""
     intervention_hold_steps: int = 5
     """Steps a takeover stays alive after the last human input."""
     realtime_factor: float = 1.0
@@ -292,6 +295,7 @@ class ActorCmdConfig(RewardFlags):
             tick_budget_s=self.tick_budget_s,
             control_hz=self.control_hz,
             late_reward_drain_s=self.drain_timeout_s,
+            sensor_fault_timeout_s=self.sensor_fault_timeout_s,
         )
 
 

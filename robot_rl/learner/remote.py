@@ -378,8 +378,7 @@ class RemoteLearner:
         """Forward a PAUSE / RESUME / STOP written to run/control to every actor."""
         command = take_control_command(self.run_dir)
         if command == "STOP":
-            self._stop_reason = "control"
-            self.state.env_steps = max(self.state.env_steps, self.cfg.total_env_steps)
+            self._stop_reason = "control"  # env_steps stays what arrived (curve, checkpoint)
         elif command is not None:
             self.server.control(command, "learner: control file")  # type: ignore[union-attr]
 

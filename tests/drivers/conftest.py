@@ -273,6 +273,17 @@ def h9_domain() -> int:
     return H9_DOMAINS.next()
 
 
+# -- bench/soak.py's short version (tests/drivers/test_soak.py): domain ids 96..99 ------------
+
+SOAK_DOMAINS = DomainIds(96, 100)
+
+
+@pytest.fixture
+def soak_domain() -> int:
+    """A fresh ROS domain id for one soak run (range 96..99)."""
+    return SOAK_DOMAINS.next()
+
+
 # -- Franka FR3 behind franka-sim (tests/drivers/test_franka*.py): domain ids 50..59 -----------
 
 FRANKA_DOMAINS = DomainIds(50, 60)

@@ -4,7 +4,9 @@ against a real LearnerServer + LogSink on 127.0.0.1 and the twin."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,7 @@ from robot_rl.actor.policy import ActingPolicy, policy_snapshot
 from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.factory import make_env_from_setup
 from robot_rl.core.batch import ObsLayout
+from robot_rl.core.types import StaleSensorError
 from robot_rl.learner.evaluate import ActionMap
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.replay import EpisodeLog, ObsAdapter
@@ -132,3 +135,81 @@ def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tm
         ended_by = [e.extra.get("ended_by") for e in elog.episodes]
     assert "pause" in ended_by  # the pause closed the running episode
     assert all(e.extra.get("ended_by") != "pause" or e.length > 0 for e in elog.episodes)
+
+
+class _StallingSensors(gym.Wrapper):
+    """Raises what RobotEnv raises when a sensor is stale (a real stall is in
+    tests/drivers/test_soak.py: the twin node stopped) on the steps in ``stale`` (env step
+    numbers, counted over resets) or, with ``forever_from``, on every step and reset after it."""
+
+    def __init__(self, env: gym.Env, stale: set[int], forever_from: int | None = None) -> None:
+        super().__init__(env)
+        self.stale, self.forever_from, self.n = stale, forever_from, 0
+
+    def _check(self) -> None:
+        if self.n in self.stale or (self.forever_from is not None and self.n >= self.forever_from):
+            raise StaleSensorError(f"/arm/joint_states is 1.0 s old (step {self.n})")
+
+    def reset(self, **kw):
+        if self.forever_from is not None and self.n >= self.forever_from:
+            self._check()
+        return self.env.reset(**kw)
+
+    def step(self, action):
+        self.n += 1
+        self._check()
+        return self.env.step(action)
+
+
+def _actor_on(env: gym.Env, run: Path, cfg: ActorConfig):
+    layout = ObsAdapter(env.observation_space).layout
+    adim = ActionMap(env.action_space).dim
+    sink = LogSink(run.parent / "learner", layout, adim)
+    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id="arm"),
+        layout_fingerprint(layout, adim),
+    )
+    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
+    return Actor(env, policy, run, RemoteLink(client), cfg), (client, server, sink)
+
+
+def test_a_stale_sensor_ends_the_episode_and_the_actor_goes_on(tmp_path):
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
+    stalling = _StallingSensors(env, stale={5, 30, 31})
+    cfg = ActorConfig(total_env_steps=60, sensor_retry_s=0.01)
+    actor, closers = _actor_on(stalling, tmp_path / "arm", cfg)
+    try:
+        st = actor.run()
+    finally:
+        for c in closers:
+            c.close() if hasattr(c, "close") else c.stop()
+        env.close()
+        backend.close()
+    assert st.sensor_faults == 3 and st.stopped_by == "steps" and st.env_steps == 60
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
+        eps = list(elog.episodes)
+    stale = [e for e in eps if e.extra.get("ended_by") == "stale_sensor"]
+    # steps 5 and 30 each cut an episode that had steps; 31 failed the first step of the next
+    # one, which therefore logged nothing (no empty episode)
+    assert [e.length for e in stale] == [4, 24], [(e.length, e.extra) for e in eps]
+    assert all("joint_states" in e.extra["error"] for e in stale)
+    assert sum(e.length for e in eps) == 60 and all(e.length > 0 for e in eps)
+
+
+def test_a_sensor_that_stays_stale_ends_the_run_with_its_error(tmp_path):
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
+    stalling = _StallingSensors(env, stale=set(), forever_from=10)
+    cfg = ActorConfig(sensor_fault_timeout_s=0.3, sensor_retry_s=0.05)
+    actor, closers = _actor_on(stalling, tmp_path / "arm", cfg)
+    try:
+        with pytest.raises(StaleSensorError, match="joint_states"):
+            actor.run()
+    finally:
+        for c in closers:
+            c.close() if hasattr(c, "close") else c.stop()
+        env.close()
+        backend.close()
+    assert actor.stats.sensor_faults >= 2  # retried (every 0.05 s) before giving up
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
+        assert sum(e.length for e in elog.episodes) == 9  # every good step kept

@@ -181,6 +181,9 @@ def test_learner_and_actor_crashes_and_a_dropped_link_lose_and_duplicate_nothing
         # this code: no timed assertion here. The push never waits by construction (it only
         # queues); bench/distributed_e2e.py reports the overruns under these faults.
     assert res["replay_size"] == total, res  # rebuilt after the restart, then added to: once each
+    # A STOP ends the run where it is: its steps are the transitions that arrived (the final
+    # evaluation and checkpoint are at that step, not at the --steps budget).
+    assert res["env_steps"] == res["final_eval"]["env_steps"] == total, res
 
 
 def test_wrong_token_is_refused_and_the_learner_keeps_serving(tmp_path, procs):
