@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_every_fault_once_nothing_lost(tmp_path: Path, soak_domain: int) -> None:
     out = tmp_path / "soak.json"
     args = [sys.executable, str(REPO / "bench/soak.py"), "--max-faults", "7", "--duration-s",
-            "3600", "--fault-every-s", "1", "--first-fault-s", "3", "--flood-s", "6",
+            "3600", "--fault-every-s", "1", "--first-fault-s", "3", "--flood-s", "10",
             "--away-s", "1", "--no-train-reward", "--demos", "3", "--eval-episodes", "1",
             "--eval-every-steps", "100000", "--domain-id", str(soak_domain), "--work",
             str(tmp_path / "work"), "--out", str(out)]  # fmt: skip
@@ -60,9 +60,11 @@ def test_every_fault_once_nothing_lost(tmp_path: Path, soak_domain: int) -> None
         assert codes["oversized_metadata"] == {"RESOURCE_EXHAUSTED": 5}, codes
     (flood,) = [f for f in res["faults"] if f["kind"] == "flood"]
     assert flood["ros_actor_logged_during_flood"] > 0 and flood["flooder_msgs_per_s"] > 0, flood
-    # The stopped twin node: the ROS actor saw stale sensors, ended its episode, went on.
+    # The stopped twin node: the ROS actor went on (a stale sensor ends its episode, not the run;
+    # whether this stall hit a step or a reset is timing, so the count is not asserted here:
+    # tests/transport/test_actor.py checks the episode ends).
     (stall,) = [f for f in res["faults"] if f["kind"] == "stall_twin"]
-    assert stall["ros_actor_sensor_faults"] >= 1, stall
+    assert stall["recovered"] and stall["after_stall_to_logging_s"] is not None, stall
 
     assert res["learner"]["exit"] == "exit 0" and res["actor_exits"] == {
         "direct": "exit 0",
