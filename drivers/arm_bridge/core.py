@@ -70,6 +70,18 @@ class ResetJob:
 
 
 @dataclass(frozen=True)
+class ClearJob:
+    """A :meth:`ArmBridge.clear_error` (or an automatic recovery) split in three, so that the
+    backend's recovery, which may take seconds on a real arm, runs without the caller's lock:
+    :meth:`ArmBridge.begin_clear_error` (fast, under the lock), ``backend.clear_error()`` (slow,
+    no lock), :meth:`ArmBridge.finish_clear_error` (fast, under the lock)."""
+
+    estops: int  # e-stops so far: one more by the finish means an e-stop came meanwhile
+    had_error: bool  # the backend reported an error at the start
+    clear_estop: bool  # a clear_error call (True) or an automatic recovery at tick (False)
+
+
+@dataclass(frozen=True)
 class BridgeConfig:
     """How the bridge treats commands.
 
@@ -114,6 +126,8 @@ class ArmBridge:
         self._gripper_pending = False
         self._state = "idle"
         self._estop = False
+        self._estops = 0  # e-stops so far (a clear in flight checks it)
+        self._clearing = False  # a ClearJob is in flight
         self._reset: ResetJob | None = None
         self._stamp_s = 0.0
         self.last_command_s: float | None = None
@@ -223,11 +237,18 @@ class ArmBridge:
 
     # -- control period ---------------------------------------------------------------------
 
-    def tick(self, now_s: float) -> bool:
+    def tick(self, now_s: float, recover: bool = True) -> bool:
         """Run one control period's decisions at ``now_s``: backend error handling, watchdog,
         then execute the pending command (if any) clipped against the measured pose.
 
         During a reset only a backend error is acted on (it interrupts the reset).
+
+        Args:
+            now_s: The time base's now.
+            recover: With ``auto_recover``, recover a backend error here (blocking for as long
+                as ``backend.clear_error()`` takes). False: only hold; the caller sees
+                :attr:`recovery_due` and recovers outside its lock with a :class:`ClearJob`
+                (the ROS node: e-stop and state publishing must not wait for a recovery).
 
         Returns:
             True if a command was sent to the backend.
@@ -243,7 +264,7 @@ class ArmBridge:
             self.last_error = self.backend.error
             self._state = "error"
             self._pending_pose = None
-            if not (self.config.auto_recover and self._recover()):
+            if self._clearing or not (self.config.auto_recover and recover and self._recover()):
                 return False
             self._state = "holding"
         if self.watchdog.expired(now_s):
@@ -308,6 +329,7 @@ class ArmBridge:
         self._stamp_s = now_s
         self._interrupt_reset("e-stop")
         self._estop = True
+        self._estops += 1
         self._pending_pose = None
         self._gripper_pending = False
         self.watchdog.reset()
@@ -318,24 +340,61 @@ class ArmBridge:
     def clear_error(self, now_s: float) -> bool:
         """Clear the e-stop and any backend error. Nothing queued before is executed.
 
+        Blocks for as long as ``backend.clear_error()`` takes; a caller that holds a lock others
+        need (the ROS node) uses :meth:`begin_clear_error` / :meth:`finish_clear_error` instead.
+
         Returns:
             True if the arm may move again (``backend.clear_error()`` succeeded).
         """
+        job = self.begin_clear_error(now_s)
+        return self.finish_clear_error(job, bool(self.backend.clear_error()))
+
+    @property
+    def recovery_due(self) -> bool:
+        """``auto_recover`` and the backend reports an error that no e-stop or clear covers:
+        the caller of ``tick(recover=False)`` should recover (a :class:`ClearJob`)."""
+        return (
+            self.config.auto_recover
+            and self.backend.error is not None
+            and not (self._estop or self._clearing)
+        )
+
+    def begin_clear_error(self, now_s: float, clear_estop: bool = True) -> ClearJob:
+        """Start a clear (``clear_estop``: a clear_error call) or an automatic recovery (False):
+        nothing queued is executed, a reset under way ends; then call ``backend.clear_error()``
+        (without the lock) and :meth:`finish_clear_error`."""
         self._stamp_s = now_s
-        self._interrupt_reset("clear_error")
+        self._clearing = True
         self._pending_pose = None
         self._gripper_pending = False
-        self.watchdog.reset()
-        had_error = self.backend.error is not None
-        ok = self._recover() if had_error else bool(self.backend.clear_error())
+        if clear_estop:
+            self._interrupt_reset("clear_error")
+            self.watchdog.reset()
+        else:
+            self.last_error = self.backend.error
+            self._state = "error"
+        return ClearJob(self._estops, self.backend.error is not None, clear_estop)
+
+    def finish_clear_error(self, job: ClearJob, backend_ok: bool) -> bool:
+        """End a :class:`ClearJob` with what ``backend.clear_error()`` returned. An e-stop that
+        came meanwhile stands (False). Returns True if the arm may move again."""
+        self._clearing = False
+        if self._estops != job.estops:
+            return False  # estop() set the state; the arm holds
+        ok = backend_ok and (self.backend.error is None or not job.had_error)
+        if job.had_error and ok:
+            self.recoveries += 1
         if not ok:
             self._state = "error"
             self.last_error = self.backend.error or "backend could not clear its error"
             return False
-        self._estop = False
-        self.backend.hold()
-        self._state = "idle"
-        self.last_error = None
+        if job.clear_estop:
+            self._estop = False
+            self.backend.hold()
+            self._state = "idle"
+            self.last_error = None
+        else:
+            self._state = "holding"
         return True
 
     def _recover(self) -> bool:

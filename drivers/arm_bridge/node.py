@@ -271,8 +271,14 @@ class BridgeInterface:
     def _srv_clear_error(
         self, request: Trigger.Request, response: Trigger.Response
     ) -> Trigger.Response:
+        # The backend's recovery may take seconds (a Franka's automaticErrorRecovery): it runs
+        # without the lock, so that estop / hold / ticks / state publishing go on meanwhile; an
+        # e-stop that comes meanwhile stands (finish_clear_error then fails).
         with self.lock:
-            ok = self.bridge.clear_error(self.now_fn())
+            job = self.bridge.begin_clear_error(self.now_fn())
+        backend_ok = bool(self.bridge.backend.clear_error())
+        with self.lock:
+            ok = self.bridge.finish_clear_error(job, backend_ok)
             self.on_change()
             self.publish_status()
             response.success = ok
@@ -396,8 +402,18 @@ class ArmBridgeNode(LifecycleNode):
         with self.lock:
             if self.bridge is None or self.iface is None:
                 return
-            self.bridge.tick(self.now_s())
+            bridge = self.bridge
+            bridge.tick(self.now_s(), recover=False)
             self.iface.publish_status()
+            if not bridge.recovery_due:
+                return
+            job = bridge.begin_clear_error(self.now_s(), clear_estop=False)
+        # auto_recover without the lock (see _srv_clear_error); the tick timer waits, nothing else
+        ok = bool(bridge.backend.clear_error())
+        with self.lock:
+            if self.bridge is bridge and self.iface is not None:
+                bridge.finish_clear_error(job, ok)
+                self.iface.publish_status()
 
     def _publish_state(self) -> None:
         with self.lock:

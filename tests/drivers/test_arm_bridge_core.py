@@ -269,6 +269,45 @@ def test_auto_recover_at_tick():
     assert backend.commands == [], "the command pending during the error is dropped"
 
 
+def test_an_estop_while_a_clear_is_in_flight_stands():
+    """The ROS node runs the backend's recovery (seconds on a real arm) without its lock, between
+    begin_clear_error and finish_clear_error; an e-stop pressed meanwhile must win."""
+    backend = RecordingBackend()
+    bridge, _ = _bridge(backend)
+    backend._error = "cartesian_reflex"
+    bridge.estop(0.0)
+    job = bridge.begin_clear_error(DT)
+    assert backend.clear_error()  # the slow part, without the node's lock
+    bridge.estop(1.5 * DT)  # a person presses e-stop meanwhile
+    assert not bridge.finish_clear_error(job, True)
+    assert bridge.state == "estop" and bridge.status()["last_error"] == "e-stop"
+    bridge.submit_target(START, 2 * DT)
+    assert not bridge.tick(2 * DT) and backend.commands == []
+    assert bridge.clear_error(3 * DT) and bridge.state == "idle"  # a later clear works
+
+
+def test_auto_recovery_outside_the_tick():
+    """tick(recover=False) only holds on a backend error; recovery_due tells the caller to run
+    the recovery as a ClearJob (the node, without its lock); commands flow again after it."""
+    backend = RecordingBackend()
+    bridge, _ = _bridge(backend, auto_recover=True)
+    backend._error = "joint_reflex"
+    bridge.submit_target(START, 0.0)
+    assert not bridge.tick(DT, recover=False) and bridge.state == "error"
+    assert bridge.recovery_due and backend.error == "joint_reflex"  # not recovered by tick
+    job = bridge.begin_clear_error(DT, clear_estop=False)
+    assert not bridge.recovery_due  # one recovery at a time
+    assert not bridge.tick(1.5 * DT, recover=False)  # nothing moves while it runs
+    assert bridge.finish_clear_error(job, backend.clear_error())
+    assert bridge.recoveries == 1 and bridge.state == "holding" and not bridge.recovery_due
+    assert backend.commands == [], "the command pending during the error is dropped"
+    bridge.submit_target(START, 2 * DT)
+    assert bridge.tick(2 * DT, recover=False) and len(backend.commands) == 1
+    bridge.estop(3 * DT)
+    backend._error = "joint_reflex"
+    assert not bridge.recovery_due  # an e-stop is cleared only by a person's clear_error
+
+
 def test_reset_moves_and_rejects_poses_outside_the_box():
     bridge, backend = _bridge()
     pose = frames.pose(np.array([0.45, 0.1, 0.15]), np.array(DOWN_QUAT))
