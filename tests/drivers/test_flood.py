@@ -175,9 +175,11 @@ def test_realtime_twin_keeps_state_watchdog_and_services_under_flood(a1_domain, 
             env.call("estop", SAFETY_DEADLINE_S)
             # State keeps coming (the pacing thread is not starved) and the e-stop holds.
             t0 = env.pose.stamp_s
-            env.wait(lambda t0=t0: env.pose.stamp_s > t0 + 0.3, 10.0, "state 0.3 s later")
+            # The arm, moving when the e-stop came, overshoots and settles at the hold's target
+            # within about a second (see the lockstep test); from then on it stays.
+            env.wait(lambda t0=t0: env.pose.stamp_s > t0 + 1.0, 10.0, "state 1.0 s later")
             held_at = env.check_measured()
-            env.wait(lambda t0=t0: env.pose.stamp_s > t0 + 0.8, 10.0, "state 0.8 s later")
+            env.wait(lambda t0=t0: env.pose.stamp_s > t0 + 1.5, 10.0, "state 1.5 s later")
             assert np.linalg.norm(env.check_measured()[:3] - held_at[:3]) < 2e-3
             assert env.status.value["state"] == "estop"
             env.call("clear_error", SAFETY_DEADLINE_S)

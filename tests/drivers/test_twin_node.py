@@ -186,11 +186,12 @@ def test_killing_the_commander_holds_within_one_watchdog_period(
     s = twin.status()
     assert s["state"] == "holding"
     assert s["stamp_s"] - s["last_command_s"] <= WATCHDOG_S + PERIOD_S + 1e-6, s
-    # Held: after settling, the TCP stays put.
+    # Held: after settling (an arm moving at the hold overshoots and comes back within about a
+    # second, tests/drivers/test_flood.py), the TCP stays put.
     held_t = s["stamp_s"]
-    twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 0.3, 30.0, "time")
+    twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 1.0, 30.0, "time")
     p0 = twin.pose()
-    twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 0.8, 30.0, "time")
+    twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 1.5, 30.0, "time")
     assert np.linalg.norm(twin.pose()[:3] - p0[:3]) < 2e-3
 
 
