@@ -155,7 +155,9 @@ def test_estop_holds_until_clear_error(lockstep_twin):
         twin.send(goal, t)
         t = twin.step()
     assert np.linalg.norm(twin.pose()[:3] - p0[:3]) < 1e-3
-    twin.c.wait_for(lambda: twin.status()["rejected"] >= 5, 10.0, "refused commands counted")
+    # Refused and counted. Not necessarily all 5: the intake takes the newest command of what
+    # arrived since it last looked (KEEP_LAST 1), and under load two may arrive in one look.
+    twin.c.wait_for(lambda: twin.status()["rejected"] >= 1, 10.0, "refused commands counted")
     assert twin.status()["state"] == "estop"
     assert not twin.c.call(Trigger, f"{NS}/reset").success, "reset must be refused in e-stop"
     assert twin.c.call(Trigger, f"{NS}/clear_error").success
