@@ -35,7 +35,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
 from drivers.ros import convert, qos
-from drivers.ros_session import Latest, RosSession, RosTimeoutError
+from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
 from robot_rl.core import kinematics as kin
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import SafetyConfig, SafetyLayer
@@ -308,7 +308,7 @@ class RosRobot:
     def hold(self) -> None:
         """Call the bridge's ``hold`` service (stop and hold the current pose)."""
         self._require_connected()
-        self.session.trigger("hold", self.config.service_timeout_s)
+        self.session.trigger("hold", self.config.service_timeout_s, IDEMPOTENT_RESEND_S)
 
     # -- diagnostics ---------------------------------------------------------------------------
 

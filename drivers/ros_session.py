@@ -41,6 +41,8 @@ from drivers.ros.intake import CommandIntake
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 REJECTION_LOG_PERIOD_S = 5.0
+IDEMPOTENT_RESEND_S = 2.0
+"""An idempotent service call that got no answer this long is sent again (see RosSession.call)."""
 """A topic's rejections are logged at the first of a run, then at most once per this period."""
 
 
@@ -116,6 +118,7 @@ class RosSession:
         self._thread: threading.Thread | None = None
         self._intake: CommandIntake | None = None
         self._clients: dict[tuple[type, str], Any] = {}
+        self.resent_requests = 0  # idempotent requests sent again (an answer was lost)
         self._lock = threading.Lock()
         self.synced: list[Latest] = []
         """Streams that must catch up with :attr:`robot_time_s` after a reset or a lockstep
@@ -276,8 +279,22 @@ class RosSession:
 
     # -- services ------------------------------------------------------------------------------
 
-    def call(self, srv_type: type, name: str, request: Any, timeout_s: float) -> Any:
+    def call(
+        self,
+        srv_type: type,
+        name: str,
+        request: Any,
+        timeout_s: float,
+        resend_after_s: float | None = None,
+    ) -> Any:
         """Call service ``name`` (relative to the namespace, or absolute) and wait for the answer.
+
+        ``resend_after_s`` (only for idempotent services: set_parameters, hold, estop,
+        clear_error): send the request again when no answer came this long, until ``timeout_s``.
+        A ROS 2 service can lose the answer to a client's first request when the server's
+        answer writer has not discovered the client yet (it waits 100 ms, then drops it: "failed
+        to send response (timeout)", ros2/ros2#1253, ros2/rmw_fastrtps#842); a loaded machine
+        makes discovery slower than that.
 
         Raises:
             RosTimeoutError: The service is not available or did not answer within
@@ -294,11 +311,19 @@ class RosSession:
                 f"service {full} is not available after {timeout_s:g} s; is the node that serves "
                 "it running (same ROS_DOMAIN_ID, `robot-rl up` setup)?"
             )
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout_s):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _f, done=done: done.set())
+            left = deadline - time.monotonic()
+            wait = left if resend_after_s is None else min(left, resend_after_s)
+            if done.wait(max(wait, 0.0)):
+                break
             client.remove_pending_request(future)
+            if time.monotonic() < deadline and resend_after_s is not None:
+                self.resent_requests += 1
+                continue
             raise RosTimeoutError(
                 f"service {full} did not answer within {timeout_s:g} s; is its node stopped or "
                 "overloaded?"
@@ -308,8 +333,9 @@ class RosSession:
             raise RuntimeError(f"service {full} failed: {exc}") from exc
         return future.result()
 
-    def trigger(self, name: str, timeout_s: float) -> dict:
+    def trigger(self, name: str, timeout_s: float, resend_after_s: float | None = None) -> dict:
         """Call a ``std_srvs/Trigger`` service; return its message parsed as JSON (or {}).
+        ``resend_after_s``: see :meth:`call` (idempotent services only).
 
         Raises:
             RuntimeError: The service answered ``success=False`` (its message says why).
@@ -317,7 +343,7 @@ class RosSession:
         """
         from std_srvs.srv import Trigger
 
-        resp = self.call(Trigger, name, Trigger.Request(), timeout_s)
+        resp = self.call(Trigger, name, Trigger.Request(), timeout_s, resend_after_s)
         if not resp.success:
             raise RuntimeError(f"{self.topic(name)} refused: {resp.message}")
         try:
@@ -326,7 +352,9 @@ class RosSession:
             return {"message": resp.message}
         return data if isinstance(data, dict) else {"message": data}
 
-    def timed_trigger(self, name: str, timeout_s: float) -> dict:
+    def timed_trigger(
+        self, name: str, timeout_s: float, resend_after_s: float | None = None
+    ) -> dict:
         """:meth:`trigger` for a service whose answer carries ``{"stamp_s": float}``; records it
         in :attr:`robot_time_s` (and the call's start in :attr:`robot_call_started_s`).
 
@@ -334,7 +362,7 @@ class RosSession:
             ValueError: The answer has no finite ``stamp_s``.
         """
         started = time.monotonic()
-        data = self.trigger(name, timeout_s)
+        data = self.trigger(name, timeout_s, resend_after_s)
         stamp = data.get("stamp_s")
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp:
             raise ValueError(
@@ -393,7 +421,9 @@ class RosSession:
 
         params = [Parameter(k, value=_param_value(v)).to_parameter_msg() for k, v in values.items()]
         req = SetParameters.Request(parameters=params)
-        resp = self.call(SetParameters, f"{node}/set_parameters", req, timeout_s)
+        resp = self.call(
+            SetParameters, f"{node}/set_parameters", req, timeout_s, IDEMPOTENT_RESEND_S
+        )
         for (key, _), result in zip(values.items(), resp.results, strict=True):
             if not result.successful:
                 raise RuntimeError(

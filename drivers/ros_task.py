@@ -23,7 +23,7 @@ import numpy as np
 from std_msgs.msg import String
 
 from drivers.ros import qos
-from drivers.ros_session import Latest, RosSession, RosTimeoutError
+from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
 from robot_rl.core.specs import ArraySpec
 from robot_rl.core.types import StaleSensorError, TaskStatus
 
@@ -161,7 +161,8 @@ class RosTwinTask:
         seed = int(rng.integers(0, 2**31 - 1))
         cfg = self.config
         self.session.set_parameters(cfg.twin_node, {"episode_seed": seed}, cfg.reset_timeout_s)
-        data = self.session.timed_trigger("task/reset", cfg.reset_timeout_s)
+        # idempotent (the seed is set): sent again if its answer is lost (RosSession.call)
+        data = self.session.timed_trigger("task/reset", cfg.reset_timeout_s, IDEMPOTENT_RESEND_S)
         pose = np.asarray(data.get("start_pose", []), dtype=np.float64)
         if pose.shape != (7,) or not np.all(np.isfinite(pose)):
             raise ValueError(

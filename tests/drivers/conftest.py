@@ -164,18 +164,33 @@ class RosClient:
                 raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.02)
 
-    def call(self, srv_type: type, name: str, request: Any = None, timeout_s: float = 30.0) -> Any:
-        """Call a service (waiting for it to appear) and return the response."""
+    def call(
+        self,
+        srv_type: type,
+        name: str,
+        request: Any = None,
+        timeout_s: float = 30.0,
+        resend_after_s: float | None = None,
+    ) -> Any:
+        """Call a service (waiting for it to appear) and return the response. An idempotent
+        call may pass ``resend_after_s``: sent again when unanswered that long (a first request's
+        answer can be lost while discovery is under way: drivers.ros_session.RosSession.call)."""
         client = self._clients.get(name)
         if client is None:
             client = self._clients[name] = self.node.create_client(srv_type, name)
         if not client.wait_for_service(timeout_sec=timeout_s):
             raise TimeoutError(f"service {name} did not appear within {timeout_s} s")
-        future = client.call_async(request if request is not None else srv_type.Request())
-        self.executor.spin_until_future_complete(future, timeout_sec=timeout_s)
-        if not future.done():
-            raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
-        return future.result()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            future = client.call_async(request if request is not None else srv_type.Request())
+            left = deadline - time.monotonic()
+            wait = left if resend_after_s is None else min(left, resend_after_s)
+            self.executor.spin_until_future_complete(future, timeout_sec=max(wait, 0.0))
+            if future.done():
+                return future.result()
+            client.remove_pending_request(future)
+            if resend_after_s is None or time.monotonic() >= deadline:
+                raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
 
     def set_parameters(self, node: str, timeout_s: float = 30.0, **params: Any) -> None:
         """Set parameters of ``node`` (full name, e.g. ``/arm/twin``) via its standard service."""
@@ -185,7 +200,7 @@ class RosClient:
         req = SetParameters.Request(
             parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in params.items()]
         )
-        res = self.call(SetParameters, f"{node}/set_parameters", req, timeout_s)
+        res = self.call(SetParameters, f"{node}/set_parameters", req, timeout_s, 2.0)
         failed = [r.reason for r in res.results if not r.successful]
         if failed:
             raise RuntimeError(f"set_parameters on {node} failed: {failed}")

@@ -71,7 +71,7 @@ class Twin:
 
     def reset(self, seed: int = 0) -> tuple[np.ndarray, float]:
         self.c.set_parameters(f"{NS}/twin", episode_seed=seed)
-        r = _json(self.c.call(Trigger, f"{NS}/task/reset"))
+        r = _json(self.c.call(Trigger, f"{NS}/task/reset", resend_after_s=2.0))  # idempotent
         self.wait_pose_at(r["stamp_s"])
         return np.array(r["start_pose"]), r["stamp_s"]
 
@@ -148,7 +148,7 @@ def test_estop_holds_until_clear_error(lockstep_twin):
     twin = lockstep_twin
     start, t = twin.reset(seed=1)
     twin.wait_subscribed()
-    _json(twin.c.call(Trigger, f"{NS}/estop"))
+    _json(twin.c.call(Trigger, f"{NS}/estop", resend_after_s=2.0))
     goal = frames.pose(np.clip(start[:3] + [0.05, 0.05, 0.0], BOX_LO, BOX_HI), start[3:7])
     p0 = twin.pose()
     for _ in range(5):
@@ -160,7 +160,7 @@ def test_estop_holds_until_clear_error(lockstep_twin):
     twin.c.wait_for(lambda: twin.status()["rejected"] >= 1, 10.0, "refused commands counted")
     assert twin.status()["state"] == "estop"
     assert not twin.c.call(Trigger, f"{NS}/reset").success, "reset must be refused in e-stop"
-    assert twin.c.call(Trigger, f"{NS}/clear_error").success
+    assert twin.c.call(Trigger, f"{NS}/clear_error", resend_after_s=2.0).success
     for _ in range(5):
         twin.send(goal, t)
         t = twin.step()
@@ -216,10 +216,10 @@ def test_lifecycle_bridge_node_publishes_rejects_and_estops(
         "the malformed target to be counted",
     )
     assert "unit quaternion" in twin.status()["last_error"]
-    assert twin.c.call(Trigger, f"{NS}/estop").success
+    assert twin.c.call(Trigger, f"{NS}/estop", resend_after_s=2.0).success
     twin.c.wait_for(lambda: twin.status()["state"] == "estop", 10.0, "e-stop status")
     assert not twin.c.call(Trigger, f"{NS}/reset").success
-    assert twin.c.call(Trigger, f"{NS}/clear_error").success
+    assert twin.c.call(Trigger, f"{NS}/clear_error", resend_after_s=2.0).success
     twin.c.wait_for(lambda: twin.status()["state"] == "idle", 10.0, "cleared status")
 
 
