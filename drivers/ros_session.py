@@ -41,9 +41,9 @@ from drivers.ros.intake import CommandIntake
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 REJECTION_LOG_PERIOD_S = 5.0
+"""A topic's rejections are logged at the first of a run, then at most once per this period."""
 IDEMPOTENT_RESEND_S = 2.0
 """An idempotent service call that got no answer this long is sent again (see RosSession.call)."""
-"""A topic's rejections are logged at the first of a run, then at most once per this period."""
 
 
 class RosTimeoutError(TimeoutError):

@@ -264,9 +264,11 @@ class ArmBridge:
             self.last_error = self.backend.error
             self._state = "error"
             self._pending_pose = None
-            if self._clearing or not (self.config.auto_recover and recover and self._recover()):
+            if self._clearing or not (self.config.auto_recover and recover):
                 return False
-            self._state = "holding"
+            job = self.begin_clear_error(now_s, clear_estop=False)
+            if not self.finish_clear_error(job, bool(self.backend.clear_error())):
+                return False
         if self.watchdog.expired(now_s):
             self.watchdog_holds += 1
             self.watchdog.reset()
@@ -360,14 +362,15 @@ class ArmBridge:
         )
 
     def begin_clear_error(self, now_s: float, clear_estop: bool = True) -> ClearJob:
-        """Start a clear (``clear_estop``: a clear_error call) or an automatic recovery (False):
-        nothing queued is executed, a reset under way ends; then call ``backend.clear_error()``
-        (without the lock) and :meth:`finish_clear_error`."""
+        """Start a clear (``clear_estop``: a clear_error call) or an automatic recovery (False,
+        as :meth:`tick` does with ``auto_recover``): the pending target is dropped; a clear_error
+        call also drops the gripper command and ends a reset under way. Then call
+        ``backend.clear_error()`` (without the lock) and :meth:`finish_clear_error`."""
         self._stamp_s = now_s
         self._clearing = True
         self._pending_pose = None
-        self._gripper_pending = False
         if clear_estop:
+            self._gripper_pending = False
             self._interrupt_reset("clear_error")
             self.watchdog.reset()
         else:
@@ -396,13 +399,6 @@ class ArmBridge:
         else:
             self._state = "holding"
         return True
-
-    def _recover(self) -> bool:
-        ok = bool(self.backend.clear_error())
-        if ok and self.backend.error is None:
-            self.recoveries += 1
-            return True
-        return False
 
     def begin_reset(self, pose: np.ndarray, gripper: float, now_s: float) -> ResetJob:
         """Start moving to ``pose`` (7,) and the gripper to ``gripper`` (returns at once).

@@ -307,7 +307,8 @@ class Actor:
                         self._maybe_load_weights()
                     obs, done = self._step(obs)
                 except StaleSensorError as e:
-                    obs = self._sensor_fault(e)
+                    self._sensor_fault(e)
+                    obs = None  # the next observation comes from a reset
                     continue
                 self._fault_since = None
                 if done:
@@ -392,8 +393,8 @@ class Actor:
 
     def _sensor_fault(self, err: StaleSensorError) -> None:
         """A stale sensor: end the episode where it is (its last logged step stays as written,
-        like any cut), wait, and let the loop reset; re-raise once no step has succeeded for
-        ``sensor_fault_timeout_s``. Returns None: the next observation comes from a reset."""
+        like any cut) and wait before the loop resets; re-raise once no step has succeeded for
+        ``sensor_fault_timeout_s``."""
         st, cfg = self.stats, self.cfg
         now = time.monotonic()
         if self._fault_since is None:
@@ -409,7 +410,6 @@ class Actor:
         )  # fmt: skip
         self._end_episode({"ended_by": "stale_sensor", "error": str(err)[:500]})
         time.sleep(cfg.sensor_retry_s)
-        return None
 
     def _tick(self, work_s: float) -> None:
         st, budget = self.stats, self.cfg.tick_budget_s
