@@ -29,10 +29,13 @@ def _code(call: Any) -> str:
     return "OK"
 
 
-def _raw(address: str, method: str, payload: bytes, metadata: tuple) -> str:
+def _raw(
+    address: str, method: str, payload: bytes, metadata: tuple, timeout_s: float = TIMEOUT_S
+) -> str:
+    """The status code of one call of ``method`` with ``payload`` as its bytes."""
     with grpc.insecure_channel(address) as ch:
         fn = ch.unary_unary(method)  # bytes in, bytes out: no serializer
-        return _code(lambda: fn(payload, metadata=metadata, timeout=TIMEOUT_S))
+        return _code(lambda: fn(payload, metadata=metadata, timeout=timeout_s))
 
 
 def _hello() -> bytes:
@@ -88,8 +91,6 @@ def reward_server_answers(address: str, token: str) -> bool:
     """The reward server answers an authorised Info call."""
     from rewards.serve import reward_pb2
 
+    info = reward_pb2.InfoRequest().SerializeToString()
     md = (("authorization", f"Bearer {token}"),)
-    with grpc.insecure_channel(address) as ch:
-        fn = ch.unary_unary(f"{REWARD}/Info", request_serializer=None)
-        return _code(lambda: fn(reward_pb2.InfoRequest().SerializeToString(), metadata=md,
-                                timeout=2.0)) == "OK"  # fmt: skip
+    return _raw(address, f"{REWARD}/Info", info, md, timeout_s=2.0) == "OK"

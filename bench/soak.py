@@ -299,16 +299,15 @@ class Soak:
     def sample(self) -> tuple[dict[str, int], dict[str, int]]:
         held, logs = self.watch.sample(*self.procs.values())
         for name, c in self.procs.items():
-            if not c.alive() and name not in ("flooder",) and c.signals[-1:] != ["SIGKILL"]:
+            if not c.alive() and name != "flooder" and c.signals[-1:] != ["SIGKILL"]:
                 raise RuntimeError(f"{c.name} ended on its own ({c.how_ended}):\n{c.tail(30)}")
         return held, logs
 
     def until(self, cond: Any, what: str, timeout_s: float | None = None) -> float | None:
-        """Seconds until cond() (sampling as it waits), or None after the timeout."""
+        """Seconds until ``cond(held, logged)`` holds for a sample (one per poll), or None after
+        the timeout."""
         t0 = time.monotonic()
-        got = poll_until(
-            lambda: (self.sample(), cond())[1], timeout_s or self.cfg.recovery_timeout_s
-        )
+        got = poll_until(lambda: cond(*self.sample()), timeout_s or self.cfg.recovery_timeout_s)
         if not got:
             say(f"not recovered: {what}")
             return None
@@ -321,9 +320,10 @@ class Soak:
             time.sleep(0.2)
 
     def grows(self, which: int, names: tuple[str, ...]) -> Any:
-        """cond(): every named actor's held (which=0) or logged (1) count passed its value now."""
+        """cond for :meth:`until`: every named actor's held (which=0) or logged (1) count passed
+        its value now."""
         now = self.sample()[which]
-        return lambda: all(self.sample()[which][a] > now[a] for a in names)
+        return lambda *sample: all(sample[which][a] > now[a] for a in names)
 
     # -- faults ----------------------------------------------------------------------------------
     def kill(self, name: str) -> dict:
@@ -338,15 +338,13 @@ class Soak:
         out: dict[str, Any] = {"at_kill": {"held": held, "logged": logs}}
         out["restart_to_serving_s"] = round(time.monotonic() - t0, 2)
         if name == "learner":
-            cond = lambda: all(self.sample()[0][a] > held[a] for a in ACTORS)  # noqa: E731
+            cond = lambda h, _: all(h[a] > held[a] for a in ACTORS)  # noqa: E731
             what = "every actor's transitions reaching the restarted learner"
         elif name == "reward_server":
             cond = self.grows(0, ACTORS)
             what = "both actors' transitions (labelled again) reaching the learner"
         else:
-            cond = lambda: (  # noqa: E731
-                self.sample()[1][name] > logs[name] and self.sample()[0][name] > held[name]
-            )
+            cond = lambda h, lg: lg[name] > logs[name] and h[name] > held[name]  # noqa: E731
             what = f"actor {name} logging and its transitions reaching the learner"
         out["restart_to_recovered_s"] = self.until(cond, what)
         out["recovered"] = out["restart_to_recovered_s"] is not None

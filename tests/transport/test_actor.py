@@ -3,7 +3,9 @@ against a real LearnerServer + LogSink on 127.0.0.1 and the twin."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -161,7 +163,11 @@ class _StallingSensors(gym.Wrapper):
         return self.env.step(action)
 
 
-def _actor_on(env: gym.Env, run: Path, cfg: ActorConfig):
+@contextlib.contextmanager
+def _stalling_actor(run: Path, cfg: ActorConfig, **stall) -> Iterator[Actor]:
+    """An actor on the reach twin behind :class:`_StallingSensors` (``stall``), streaming to a
+    learner server in this process; everything closed at the end."""
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
     layout = ObsAdapter(env.observation_space).layout
     adim = ActionMap(env.action_space).dim
     sink = LogSink(run.parent / "learner", layout, adim)
@@ -171,21 +177,20 @@ def _actor_on(env: gym.Env, run: Path, cfg: ActorConfig):
         layout_fingerprint(layout, adim),
     )
     policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
-    return Actor(env, policy, run, RemoteLink(client), cfg), (client, server, sink)
+    try:
+        yield Actor(_StallingSensors(env, **stall), policy, run, RemoteLink(client), cfg)
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+        env.close()
+        backend.close()
 
 
 def test_a_stale_sensor_ends_the_episode_and_the_actor_goes_on(tmp_path):
-    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
-    stalling = _StallingSensors(env, stale={5, 30, 31})
     cfg = ActorConfig(total_env_steps=60, sensor_retry_s=0.01)
-    actor, closers = _actor_on(stalling, tmp_path / "arm", cfg)
-    try:
+    with _stalling_actor(tmp_path / "arm", cfg, stale={5, 30, 31}) as actor:
         st = actor.run()
-    finally:
-        for c in closers:
-            c.close() if hasattr(c, "close") else c.stop()
-        env.close()
-        backend.close()
     assert st.sensor_faults == 3 and st.stopped_by == "steps" and st.env_steps == 60
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
         eps = list(elog.episodes)
@@ -198,18 +203,10 @@ def test_a_stale_sensor_ends_the_episode_and_the_actor_goes_on(tmp_path):
 
 
 def test_a_sensor_that_stays_stale_ends_the_run_with_its_error(tmp_path):
-    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
-    stalling = _StallingSensors(env, stale=set(), forever_from=10)
     cfg = ActorConfig(sensor_fault_timeout_s=0.3, sensor_retry_s=0.05)
-    actor, closers = _actor_on(stalling, tmp_path / "arm", cfg)
-    try:
+    with _stalling_actor(tmp_path / "arm", cfg, stale=set(), forever_from=10) as actor:
         with pytest.raises(StaleSensorError, match="joint_states"):
             actor.run()
-    finally:
-        for c in closers:
-            c.close() if hasattr(c, "close") else c.stop()
-        env.close()
-        backend.close()
     assert actor.stats.sensor_faults >= 2  # retried (every 0.05 s) before giving up
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
         assert sum(e.length for e in elog.episodes) == 9  # every good step kept
