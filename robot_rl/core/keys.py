@@ -10,6 +10,9 @@ from __future__ import annotations
 STATE = "state"  # Dict of named state parts (or one flat vector after FlattenState)
 IMAGES = "images"  # Dict camera name -> (H, W, 3) uint8
 STAMPS = "stamps"  # Dict sensor name -> () float64 monotonic seconds; "state" for the robot
+# Learner batches only (never an env observation): camera -> (B, h, w, C) uint8 features of a
+# frozen backbone, in place of IMAGES (robot_rl.core.features).
+FEATURES = "features"
 
 # Named state parts (all in the robot base frame unless a wrapper says otherwise).
 TCP_POSE = "tcp_pose"  # (7,) [x, y, z, qw, qx, qy, qz], metres

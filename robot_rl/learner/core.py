@@ -35,6 +35,7 @@ from robot_rl.learner.checkpoint import (
 )
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.evaluate import evaluate
+from robot_rl.learner.malloc import keep_freed_memory
 from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.routing import Router
@@ -71,14 +72,27 @@ class LearnerCore:
         self.cfg, self.layout, self.action_dim = cfg, layout, int(action_dim)
         self.run_dir = Path(run_dir)
         torch.set_num_threads(cfg.num_threads)
+        keep_freed_memory()  # robot_rl.learner.malloc: no page faults per update
         self.agent = make_agent(layout, self.action_dim)
         self.state = TrainerState()
         self.sample_rng = np.random.default_rng((cfg.seed, 1))  # STYLE.md #11: its own stream
-        self.online = ReplayBuffer(cfg.buffer_capacity, layout, self.action_dim, device)
+        # a frozen image backbone: the buffers hold its features, computed once per frame
+        feats = getattr(self.agent, "frame_features", None) if layout.images else None
+        self.online = ReplayBuffer(
+            cfg.buffer_capacity, layout, self.action_dim, device, features=feats
+        )
         if demos is not None and (demos.layout, demos.action_dim) != (layout, self.action_dim):
             raise ValueError(
                 f"the demos' layout {demos.layout} (action size {demos.action_dim}) differs from "
                 f"the env's {layout} ({self.action_dim}): record the demos with the env's settings"
+            )
+        if demos is not None and feats is not None and demos.feature_keys is None:
+            demos = demos.with_features(feats)  # loaded with frames: encode them once, here
+        if demos is not None and demos.feature_keys != self.online.feature_keys:
+            raise ValueError(
+                f"the demo buffer holds {demos.feature_keys or 'frames'}, the agent reads "
+                f"{self.online.feature_keys or 'frames'}: load the demos with the agent's "
+                "frame_features (robot_rl.replay.load_demos(..., features=...))"
             )
         self.demos = demos if demos is not None and len(demos) > 0 else None
         self.demo_buffer = self.demos  # what the mixer samples as "demo": demos (+ interventions)
@@ -87,7 +101,7 @@ class LearnerCore:
             self.demo_buffer = (
                 self.demos.resized(len(self.demos) + extra)
                 if self.demos is not None
-                else ReplayBuffer(extra, layout, self.action_dim, device)
+                else ReplayBuffer(extra, layout, self.action_dim, device, features=feats)
             )
         self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
         self.norm: StateNormalizer | None = None

@@ -46,6 +46,7 @@ from robot_rl.core import keys
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, INTERVENTION_MODES
 from robot_rl.replay import EpisodeLog, ReplayBuffer
 from robot_rl.replay.checks import check_finite, read_checked
+from robot_rl.replay.feature_cache import attach_features, log_features
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,14 @@ class Router:
                 n_int += int(e.extra.get("interventions", 0))
                 n_steps += int(known or 0)
         check_finite(log, [e for e, _ in to_read])  # NaN/inf refuses (robot_rl.replay.checks)
+        backbone = self.online.features
+        feats = {}
+        if backbone is not None and to_read:  # cached on disk beside the log
+            feats = {c: log_features(log, c, backbone) for c in log.layout.images}
         for e, fits in to_read:
             ep = read_checked(log, e.index)
+            if feats:
+                attach_features(ep, e.start_obs, feats)
             flags = np.asarray(ep["intervened"], dtype=bool)
             onsets = flags & ~np.concatenate([[False], flags[:-1]])
             n_int += int(onsets.sum())
@@ -193,6 +200,7 @@ def _row(obs: Mapping[str, Any], t: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if keys.STATE in obs:
         out[keys.STATE] = obs[keys.STATE][t]
-    if keys.IMAGES in obs:
-        out[keys.IMAGES] = {c: v[t] for c, v in obs[keys.IMAGES].items()}
+    for cam_key in (keys.IMAGES, keys.FEATURES):
+        if cam_key in obs:
+            out[cam_key] = {c: v[t] for c, v in obs[cam_key].items()}
     return out

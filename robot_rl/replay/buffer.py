@@ -9,6 +9,12 @@ wrap-around never yields a transition whose observation was overwritten.
 Sizing: ``capacity`` transitions, and ``obs_capacity`` observation rows (default
 ``capacity + capacity // 10 + 1``: enough for episodes of 10 or more steps on average; with
 shorter episodes the buffer holds fewer than ``capacity`` transitions when full).
+
+Cached features (``features``, a :class:`robot_rl.core.features.FrameFeatures`): camera frames
+go through the frozen backbone once, when their row is written, and the ring holds the uint8
+features instead of the frames; batches then carry ``obs["features"][cam]`` (B, h, w, C) uint8
+instead of ``obs["images"]``. Two cameras of 128x128: 40 KB per row instead of 98 KB, and no
+backbone pass per update.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 
 from robot_rl.core import keys
 from robot_rl.core.batch import Batch, ObsLayout
+from robot_rl.core.features import FrameFeatures
 
 
 class ReplayBuffer:
@@ -32,6 +39,8 @@ class ReplayBuffer:
         action_dim: A.
         device: Torch device of sampled batches (storage stays in host RAM).
         obs_capacity: Observation rows; None for ``capacity + capacity // 10 + 1``.
+        features: Store each camera's frozen-backbone features instead of its frames (see the
+            module docstring); None stores the frames.
     """
 
     def __init__(
@@ -41,6 +50,7 @@ class ReplayBuffer:
         action_dim: int,
         device: str | torch.device = "cpu",
         obs_capacity: int | None = None,
+        features: FrameFeatures | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
@@ -53,7 +63,12 @@ class ReplayBuffer:
         self.layout, self.action_dim, self.device = layout, int(action_dim), torch.device(device)
         n, m = self.capacity, self.obs_capacity
         self._state = np.zeros((m, layout.state_dim), np.float32) if layout.state_dim else None
-        self._images = {c: np.zeros((m, *s.shape), np.uint8) for c, s in layout.images.items()}
+        self.features = features
+        self._cam_key = keys.IMAGES if features is None else keys.FEATURES  # what rows hold
+        # camera -> (m, H, W, 3) frames, or (m, h, w, C) features
+        self._images = {
+            c: np.zeros((m, *self._row_shape(s.shape)), np.uint8) for c, s in layout.images.items()
+        }
         self._action = np.zeros((n, action_dim), np.float32)
         self._reward = np.zeros(n, np.float32)
         self._terminated = np.zeros(n, np.float32)
@@ -64,6 +79,29 @@ class ReplayBuffer:
         self._n_trans = 0  # transitions ever added (next transition id)
         self._first = 0  # id of the oldest sampleable transition
         self._open_row: int | None = None  # id of the last next_obs an episode may continue from
+
+    def _row_shape(self, image_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if self.features is None:
+            return tuple(image_shape)
+        return tuple(self.features.feature_shape(tuple(image_shape[:2])))
+
+    @property
+    def feature_keys(self) -> dict[str, str] | None:
+        """Camera -> the features' cache key (:meth:`FrameFeatures.cache_key`), or None when
+        the buffer stores frames. Buffers sampled together must agree."""
+        if self.features is None:
+            return None
+        return {c: self.features.cache_key(s.shape[:2]) for c, s in self.layout.images.items()}
+
+    def _encode(self, cam: str, frames: np.ndarray) -> np.ndarray:
+        """(N, H, W, 3) frames -> what the ring stores for ``cam`` (frames or features)."""
+        if self.features is None:
+            return frames
+        out = self.features.encode(frames)
+        want = self._images[cam].shape[1:]
+        if out.shape[1:] != want or out.dtype != np.uint8:
+            raise ValueError(f"features of {cam!r}: {out.shape} {out.dtype}, expected (N, {want})")
+        return out
 
     # -- size --------------------------------------------------------------------------------
 
@@ -128,6 +166,9 @@ class ReplayBuffer:
         Args:
             episode: ``obs``/``next_obs`` (T rows each, ``next_obs[t] == obs[t + 1]``),
                 ``action`` (T, A), ``reward`` (T,), ``terminated`` (T,), ``intervened`` (T,).
+                A buffer that stores features takes them from ``obs["features"]`` /
+                ``next_obs["features"]`` when present (computed before, e.g. cached on disk:
+                :mod:`robot_rl.replay.feature_cache`), else encodes the frames.
         """
         obs, nxt = episode["obs"], episode["next_obs"]
         t_len = int(np.asarray(episode["reward"]).shape[0])
@@ -136,8 +177,10 @@ class ReplayBuffer:
         rows = {}
         if self._state is not None:
             rows["state"] = _chain(obs[keys.STATE], nxt[keys.STATE], "state", check=True)
+        cached = self.features is not None and keys.FEATURES in obs
         for c in self._images:
-            a, b = obs[keys.IMAGES][c], nxt[keys.IMAGES][c]
+            src = keys.FEATURES if cached else keys.IMAGES
+            a, b = obs[src][c], nxt[src][c]
             rows[c] = _chain(a, b, c, check=not np.shares_memory(a, b))
         keep = min(t_len, self.capacity, self.obs_capacity - 1)  # last `keep` steps
         s0 = t_len - keep
@@ -146,7 +189,7 @@ class ReplayBuffer:
         if self._state is not None:
             self._state[slots] = rows["state"][s0:]
         for c in self._images:
-            self._images[c][slots] = rows[c][s0:]
+            self._images[c][slots] = rows[c][s0:] if cached else self._encode(c, rows[c][s0:])
         self._n_rows += keep + 1
         tids = self._n_trans + np.arange(keep)
         ts = tids % self.capacity
@@ -174,7 +217,9 @@ class ReplayBuffer:
         Raises:
             ValueError: The new buffer cannot hold every transition (or its rows).
         """
-        out = ReplayBuffer(capacity, self.layout, self.action_dim, self.device, obs_capacity)
+        out = ReplayBuffer(
+            capacity, self.layout, self.action_dim, self.device, obs_capacity, self.features
+        )
         n = len(self)
         if n > out.capacity:
             raise ValueError(f"capacity {capacity} < the {n} transitions to copy")
@@ -203,6 +248,32 @@ class ReplayBuffer:
             out._open_row = i if i < len(rows) and rows[i] == self._open_row else None
         return out
 
+    def with_features(self, features: FrameFeatures) -> ReplayBuffer:
+        """A copy that holds ``features`` of this buffer's frames (same transitions, same
+        sampling); e.g. a demo buffer loaded with frames, for a learner that caches features.
+
+        Raises:
+            ValueError: This buffer already holds features.
+        """
+        if self.features is not None:
+            raise ValueError("this buffer already holds features")
+        out = self.resized(self.capacity, self.obs_capacity)  # rows compacted, oldest first
+        enc = ReplayBuffer(
+            out.capacity, self.layout, self.action_dim, self.device, out.obs_capacity, features
+        )
+        rows = out.num_obs_rows
+        for name in ("_action", "_reward", "_terminated", "_intervened", "_obs_id", "_next_id"):
+            getattr(enc, name)[:] = getattr(out, name)
+        if out._state is not None:
+            enc._state[:rows] = out._state[:rows]
+        for c in enc._images:
+            for s in range(0, rows, 4096):  # bounded temporary memory
+                e = min(rows, s + 4096)
+                enc._images[c][s:e] = enc._encode(c, out._images[c][s:e])
+        enc._n_rows, enc._n_trans, enc._first = out._n_rows, out._n_trans, out._first
+        enc._open_row = out._open_row
+        return enc
+
     def _write_row(self, obs: Mapping[str, Any]) -> int:
         rid = self._n_rows
         slot = rid % self.obs_capacity
@@ -212,10 +283,7 @@ class ReplayBuffer:
                 raise ValueError(f"state {s.shape}, expected ({self.layout.state_dim},)")
             self._state[slot] = s
         for c, buf in self._images.items():
-            im = np.asarray(obs[keys.IMAGES][c])
-            if im.shape != buf.shape[1:] or im.dtype != np.uint8:
-                raise ValueError(f"camera {c!r}: {im.shape} {im.dtype}, expected {buf.shape[1:]}")
-            buf[slot] = im
+            buf[slot] = self._row_content(obs, c)
         self._n_rows += 1
         return rid
 
@@ -225,7 +293,24 @@ class ReplayBuffer:
             self._state[slot], np.asarray(obs[keys.STATE], dtype=np.float32)
         ):
             return False
-        return all(np.array_equal(b[slot], obs[keys.IMAGES][c]) for c, b in self._images.items())
+        return all(
+            np.array_equal(b[slot], self._row_content(obs, c)) for c, b in self._images.items()
+        )
+
+    def _row_content(self, obs: Mapping[str, Any], cam: str) -> np.ndarray:
+        """What one row stores for camera ``cam``: the frame (checked against the layout), or
+        its features (``obs["features"]`` when given, else encoded now)."""
+        if self.features is not None and keys.FEATURES in obs:
+            f = np.asarray(obs[keys.FEATURES][cam])
+            want = self._images[cam].shape[1:]
+            if f.shape != want or f.dtype != np.uint8:
+                raise ValueError(f"features of {cam!r}: {f.shape} {f.dtype}, expected {want}")
+            return f
+        im = np.asarray(obs[keys.IMAGES][cam])
+        want = tuple(self.layout.images[cam].shape)
+        if im.shape != want or im.dtype != np.uint8:
+            raise ValueError(f"camera {cam!r}: {im.shape} {im.dtype}, expected {want} uint8")
+        return self._encode(cam, im[None])[0] if self.features is not None else im
 
     def _row_valid(self, rid: int) -> bool:
         return rid >= self._n_rows - self.obs_capacity
@@ -262,7 +347,7 @@ class ReplayBuffer:
             if self._state is not None:
                 out[keys.STATE] = np.empty((batch_size, self.layout.state_dim), np.float32)
             if self._images:
-                out[keys.IMAGES] = {
+                out[self._cam_key] = {
                     c: np.empty((batch_size, *b.shape[1:]), np.uint8)
                     for c, b in self._images.items()
                 }
@@ -293,7 +378,7 @@ class ReplayBuffer:
             if self._state is not None:
                 np.take(self._state, slots, axis=0, out=out[key][keys.STATE][sl])
             for c, b in self._images.items():
-                np.take(b, slots, axis=0, out=out[key][keys.IMAGES][c][sl])
+                np.take(b, slots, axis=0, out=out[key][self._cam_key][c][sl])
         np.take(self._action, ts, axis=0, out=out["action"][sl])
         np.take(self._reward, ts, out=out["reward"][sl])
         np.take(self._terminated, ts, out=out["terminated"][sl])
@@ -306,7 +391,8 @@ class ReplayBuffer:
         return out
 
     def sample(self, batch_size: int, generator: np.random.Generator) -> Batch:
-        """A uniformly sampled :class:`Batch` of torch tensors on :attr:`device` (images uint8)."""
+        """A uniformly sampled :class:`Batch` of torch tensors on :attr:`device` (images or
+        features uint8)."""
         return to_batch(self.sample_arrays(batch_size, generator), self.device)
 
 
@@ -327,9 +413,9 @@ def to_batch(arrays: Mapping[str, Any], device: torch.device) -> Batch:
         out: dict[str, Any] = {}
         if keys.STATE in o:
             out[keys.STATE] = torch.from_numpy(o[keys.STATE]).to(device)
-        if keys.IMAGES in o:
-            imgs = o[keys.IMAGES]
-            out[keys.IMAGES] = {c: torch.from_numpy(v).to(device) for c, v in imgs.items()}
+        for cam_key in (keys.IMAGES, keys.FEATURES):
+            if cam_key in o:
+                out[cam_key] = {c: torch.from_numpy(v).to(device) for c, v in o[cam_key].items()}
         return out
 
     return Batch(

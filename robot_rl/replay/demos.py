@@ -18,8 +18,10 @@ import zarr
 
 from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
+from robot_rl.core.features import FrameFeatures
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.checks import check_finite, nonfinite_in_episode, read_checked
+from robot_rl.replay.feature_cache import attach_features, log_features
 from robot_rl.replay.log import EpisodeLog
 from robot_rl.replay.schema import (
     STEP_FIELD_NAMES,
@@ -29,17 +31,24 @@ from robot_rl.replay.schema import (
 
 
 def rebuild_buffer(
-    log: EpisodeLog, buffer: ReplayBuffer, sources: Collection[str] | None = None
+    log: EpisodeLog,
+    buffer: ReplayBuffer,
+    sources: Collection[str] | None = None,
+    cache_dir: str | Path | None = None,
 ) -> int:
     """Refill ``buffer`` from ``log`` (on resume), oldest episode first.
 
     Only the most recent episodes that can still be in the buffer are read: the same contents
-    as if every episode had been added, without reading what would be evicted.
+    as if every episode had been added, without reading what would be evicted. A buffer that
+    stores backbone features gets them from the log's feature cache
+    (:func:`robot_rl.replay.feature_cache.log_features`: computed for new frames, reused for
+    the rest).
 
     Args:
         log: An open log (any mode).
         buffer: The buffer to add to (normally empty).
         sources: Only episodes of these sources (None: all).
+        cache_dir: The feature cache's directory (None: beside the log).
 
     Returns:
         Number of transitions added.
@@ -60,9 +69,13 @@ def rebuild_buffer(
         steps += eps[first].length
         rows += eps[first].length + 1
     check_finite(log, eps[first:])
+    feats = {}
+    if buffer.features is not None and eps[first:]:
+        feats = {c: log_features(log, c, buffer.features, cache_dir) for c in log.layout.images}
     added = 0
     for e in eps[first:]:
-        buffer.add_episode(read_checked(log, e.index))
+        ep = read_checked(log, e.index)
+        buffer.add_episode(attach_features(ep, e.start_obs, feats) if feats else ep)
         added += e.length
     return added
 
@@ -71,6 +84,8 @@ def load_demos(
     path: str | Path,
     device: str | torch.device = "cpu",
     sources: Collection[str] | None = None,
+    features: FrameFeatures | None = None,
+    cache_dir: str | Path | None = None,
 ) -> ReplayBuffer:
     """A :class:`ReplayBuffer` holding every finished transition of a log written by
     :class:`EpisodeLog` (unfinished episodes are ignored; the store is not modified).
@@ -79,6 +94,11 @@ def load_demos(
         path: The zarr store.
         device: Device of sampled batches.
         sources: Only episodes of these sources (None: all).
+        features: Hold this frozen backbone's features instead of the frames (the agent's
+            ``frame_features``); they are cached on disk beside the store (or in
+            ``cache_dir``) and recomputed only for other weights, another image size or
+            other frames (:mod:`robot_rl.replay.feature_cache`).
+        cache_dir: See ``features``.
 
     Raises:
         FileNotFoundError: No log at ``path``.
@@ -89,9 +109,14 @@ def load_demos(
         eps = [e for e in log.episodes if sources is None or e.source in sources]
         steps = sum(e.length for e in eps)
         buf = ReplayBuffer(
-            max(steps, 1), log.layout, log.action_dim, device, obs_capacity=steps + len(eps) + 1
+            max(steps, 1),
+            log.layout,
+            log.action_dim,
+            device,
+            obs_capacity=steps + len(eps) + 1,
+            features=features if log.layout.images else None,
         )
-        rebuild_buffer(log, buf, sources)
+        rebuild_buffer(log, buf, sources, cache_dir)
     return buf
 
 

@@ -593,6 +593,25 @@ class EpisodeLog:
         out["obs"], out["next_obs"], out["meta"] = obs, nxt, em
         return out
 
+    def read_camera_rows(self, camera: str, lo: int, hi: int) -> np.ndarray:
+        """Frames of camera ``camera`` in observation rows [lo, hi) (global row indices, see the
+        module docstring), committed rows only: (hi - lo, H, W, 3) uint8.
+
+        Raises:
+            KeyError: No such camera. ValueError: Rows beyond the committed ones.
+        """
+        if camera not in self.layout.images:
+            raise KeyError(f"camera {camera!r}: the log has {sorted(self.layout.images)}")
+        if not 0 <= lo <= hi <= self.num_durable_obs_rows:
+            raise ValueError(f"rows [{lo}, {hi}): the log has {self.num_durable_obs_rows}")
+        return self._arrays[f"obs/images/{camera}"][lo:hi]
+
+    @property
+    def num_durable_obs_rows(self) -> int:
+        """Observation rows that belong to durable episodes (:meth:`durable_episodes`)."""
+        eps = [e for e in self.durable_episodes() if e.length > 0]
+        return max((e.start_obs + e.length + 1 for e in eps), default=0)
+
     def iter_episodes(self, sources: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
         """``read_episode`` for every episode (optionally only these sources), in order."""
         for em in self._episodes:

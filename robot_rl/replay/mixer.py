@@ -35,6 +35,11 @@ class Mixer:
                 f"demo buffer layout {demo.layout} / action_dim {demo.action_dim} differs from "
                 f"the online buffer's {online.layout} / {online.action_dim}"
             )
+        if demo is not None and demo.feature_keys != online.feature_keys:
+            raise ValueError(
+                f"the demo buffer holds {demo.feature_keys or 'frames'}, the online buffer "
+                f"{online.feature_keys or 'frames'}: both must store the same (see ReplayBuffer)"
+            )
         self.online, self.demo, self.demo_fraction = online, demo, float(demo_fraction)
 
     def __len__(self) -> int:
