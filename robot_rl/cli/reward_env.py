@@ -90,8 +90,11 @@ def read_reward_card(settings: LearnedRewardSettings) -> Any:
     return read_card(settings.model)
 
 
-def make_rewarder(settings: LearnedRewardSettings, run_dir: Path, task: Task) -> Any:
-    """The OnlineRewarder for ``settings`` (in process, or a client of the reward server)."""
+def make_rewarder(
+    settings: LearnedRewardSettings, run_dir: Path, task: Task, features: Any = None
+) -> Any:
+    """The OnlineRewarder for ``settings`` (in process, or a client of the reward server);
+    ``features``: a frozen backbone an in-process classifier may share (see reward_hook)."""
     from rewards.classifier import classifier_model_id, load_classifier
     from rewards.detector import DetectorConfig
     from rewards.online import OnlineRewarder
@@ -110,7 +113,7 @@ def make_rewarder(settings: LearnedRewardSettings, run_dir: Path, task: Task) ->
     )
     if settings.server is None:
         model = load_classifier(
-            settings.model, lambda name: make_encoder(name, settings.encoder_weights)
+            settings.model, lambda name: make_encoder(name, settings.encoder_weights, features)
         )
         return OnlineRewarder(model, detector, card.cameras, trigger_log=log)
     from rewards.serve.client import AsyncRewardLabeller, RewardClient
@@ -166,16 +169,21 @@ class TeleopVerdicts:
 
 
 def reward_hook(
-    settings: LearnedRewardSettings, run_dir: Path, human: TeleopVerdicts | None = None
+    settings: LearnedRewardSettings,
+    run_dir: Path,
+    human: TeleopVerdicts | None = None,
+    features: Any = None,
 ):
     """``(env, out-of-band cameras, task) -> LearnedReward(env)`` for :func:`factory.make_env`;
-    ``human``: the teleop's success / failure buttons end episodes (``--human teleop``)."""
+    ``human``: the teleop's success / failure buttons end episodes (``--human teleop``);
+    ``features``: the policy's frozen backbone, shared by an in-process EfficientNet-Lite0
+    classifier (one backbone pass per frame for both)."""
     from robot_rl.wrappers import LearnedReward
 
     size = None if is_sim_truth(settings) else tuple(read_reward_card(settings).image_size)
 
     def wrap(env: gym.Env, cameras: Mapping[str, Camera], task: Task) -> gym.Env:
-        rewarder = make_rewarder(settings, run_dir, task)
+        rewarder = make_rewarder(settings, run_dir, task, features)
         deadline = settings.deadline_s if settings.server is not None else 0.0
         try:
             return LearnedReward(

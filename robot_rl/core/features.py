@@ -20,6 +20,9 @@ import numpy as np
 class FrameFeatures(Protocol):
     """A frozen image backbone: ``(N, H, W, 3) uint8`` frames -> ``(N, h, w, C) uint8``."""
 
+    scale: float
+    """Feature value per uint8 step (features = stored value * scale)."""
+
     def feature_shape(self, image_hw: tuple[int, int]) -> tuple[int, int, int]:
         """(h, w, C) of one frame's features for frames of ``image_hw`` = (H, W) pixels."""
         ...

