@@ -93,6 +93,13 @@ def run(
     sample = make_sampler(layout, batch, device)
     for _ in range(warmup):
         agent.update(sample)
+    dt = timed_updates(agent, sample, iters, device)
+    encoder = cfg.encoder.kind if layout.images else "none"
+    return record(name, layout, cfg, batch, iters, device, dt, {"encoder": encoder}, {})
+
+
+def timed_updates(agent: SACAgent, sample, iters: int, device: str) -> float:
+    """Seconds for ``iters`` agent updates."""
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -100,13 +107,27 @@ def run(
         agent.update(sample)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def record(
+    name: str,
+    layout: ObsLayout,
+    cfg: SACConfig,
+    batch: int,
+    iters: int,
+    device: str,
+    dt: float,
+    config: dict,
+    figures: dict,
+) -> dict:
+    """One JSON object: the config, the machine and the figures of ``iters`` updates in ``dt``
+    seconds (``config`` / ``figures``: extra entries)."""
     return {
         "benchmark": "learner_throughput",
         "config": {
             "name": name,
             "obs": "pixels" if layout.images else "state",
-            "encoder": cfg.encoder.kind if layout.images else "none",
             "cameras": {c: list(s.shape) for c, s in layout.images.items()},
             "batch": batch,
             "utd": cfg.utd,
@@ -114,12 +135,14 @@ def run(
             "hidden_dims": list(cfg.hidden_dims),
             "iters": iters,
             "device": device,
+            **config,
         },
         "machine": machine(),
         "figures": {
             "updates_per_s": iters / dt,
             "critic_updates_per_s": iters * cfg.utd / dt,
             "s_per_update": dt / iters,
+            **figures,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         },
     }
@@ -182,39 +205,18 @@ def run_cached(
     for _ in range(iters):
         sample()
     t_sample = (time.perf_counter() - t_sample) / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        agent.update(sample)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
-    return {
-        "benchmark": "learner_throughput",
-        "config": {
-            "name": name,
-            "obs": "pixels",
-            "encoder": "efficientnet (features cached in replay, uint8)",
-            "bottleneck_channels": cfg.encoder.bottleneck_channels,
-            "feature_shape": list(fshape),
-            "cameras": {c: list(s.shape) for c, s in layout.images.items()},
-            "batch": batch,
-            "utd": cfg.utd,
-            "num_critics": cfg.num_critics,
-            "hidden_dims": list(cfg.hidden_dims),
-            "replay_rows": rows,
-            "iters": iters,
-            "device": device,
-        },
-        "machine": machine(),
-        "figures": {
-            "updates_per_s": iters / dt,
-            "critic_updates_per_s": iters * cfg.utd / dt,
-            "s_per_update": dt / iters,
-            "s_per_sample": t_sample,
-            "backbone_frames_run": feats.frames_encoded,  # 0: no backbone pass in the updates
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        },
+    dt = timed_updates(agent, sample, iters, device)
+    config = {
+        "encoder": "efficientnet (features cached in replay, uint8)",
+        "bottleneck_channels": cfg.encoder.bottleneck_channels,
+        "feature_shape": list(fshape),
+        "replay_rows": rows,
     }
+    figures = {
+        "s_per_sample": t_sample,
+        "backbone_frames_run": feats.frames_encoded,  # 0: no backbone pass in the updates
+    }
+    return record(name, layout, cfg, batch, iters, device, dt, config, figures)
 
 
 def efficientnet_path(arg: str | None) -> str | None:

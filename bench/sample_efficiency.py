@@ -38,7 +38,9 @@ class BenchConfig:
     obs: Literal["state", "pixels"] = "state"
     """Observation mode."""
     seeds: int = 3
-    """Seeds 0 .. seeds-1 (each: own demos, own training run)."""
+    """Seeds first_seed .. first_seed + seeds - 1 (each: own demos, own training run)."""
+    first_seed: int = 0
+    """The first seed (to run seeds in separate invocations)."""
     steps: int | None = None
     """Env steps per run (None: 10000 for state, 20000 for pixels)."""
     demos: int = 10
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(cfg.out_dir) if cfg.out_dir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         per_seed = []
-        for seed in range(cfg.seeds):
+        for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
             per_seed.append(run_seed(cfg, seed, root))
             print(
                 f"seed {seed}: {per_seed[-1]['final_success']:.2f} final success", file=sys.stderr

@@ -25,6 +25,24 @@ def _latest_step(run) -> int:
         return -1
 
 
+def _kill_after_checkpoint(argv: list[str], run, step: int, run_on_s: float) -> None:
+    """Start ``argv``, SIGKILL it ``run_on_s`` after its checkpoint at ``step`` or later (so
+    the log may run past the checkpoint)."""
+    env = dict(os.environ, MUJOCO_GL="osmesa")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while _latest_step(run) < step and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(run_on_s)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_sigkill_then_resume(tmp_path):
     demos = tmp_path / "demos.zarr"
     run_collect(
@@ -57,19 +75,7 @@ def test_sigkill_then_resume(tmp_path):
         "64",
         "--no-progress",
     ]
-    env = dict(os.environ, MUJOCO_GL="osmesa")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 240
-        while _latest_step(run) < 200 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        time.sleep(1.5)  # let the log run past the checkpoint, usually mid-episode
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_after_checkpoint(argv, run, 200, run_on_s=1.5)  # usually mid-episode
     ckpt_step = _latest_step(run)
     assert 200 <= ckpt_step < total
     ckpt_dir = run / "checkpoints" / f"step_{ckpt_step:010d}"
@@ -124,18 +130,7 @@ def test_pixel_run_killed_resumes_with_its_features_from_the_log(tmp_path):
             "--obs", "pixels", "--image-size", "32", "--demos", str(demos), "--run", str(run),
             "--steps", "2000", "--learning-starts", "32", "--eval-every-steps", "100",
             "--eval-episodes", "1", "--batch-size", "32", "--no-progress"]  # fmt: skip
-    env = dict(os.environ, MUJOCO_GL="osmesa")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 240
-        while _latest_step(run) < 100 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_after_checkpoint(argv, run, 100, run_on_s=0.0)
     for attempt in range(2):
         trainer, cmd, closers = build_trainer(
             TrainCmdConfig(run=run, resume=True, steps=2000, progress=False)
