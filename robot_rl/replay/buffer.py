@@ -66,7 +66,7 @@ class ReplayBuffer:
         self.features = features
         self._cam_key = keys.IMAGES if features is None else keys.FEATURES  # what rows hold
         # camera -> (m, H, W, 3) frames, or (m, h, w, C) features
-        self._images = {
+        self._cams = {
             c: np.zeros((m, *self._row_shape(s.shape)), np.uint8) for c, s in layout.images.items()
         }
         self._action = np.zeros((n, action_dim), np.float32)
@@ -98,7 +98,7 @@ class ReplayBuffer:
         if self.features is None:
             return frames
         out = self.features.encode(frames)
-        want = self._images[cam].shape[1:]
+        want = self._cams[cam].shape[1:]
         if out.shape[1:] != want or out.dtype != np.uint8:
             raise ValueError(f"features of {cam!r}: {out.shape} {out.dtype}, expected (N, {want})")
         return out
@@ -117,7 +117,7 @@ class ReplayBuffer:
     def nbytes(self) -> int:
         """Bytes of preallocated storage."""
         arrs = [self._action, self._reward, self._terminated, self._intervened, self._obs_id]
-        arrs += [self._next_id, *self._images.values()]
+        arrs += [self._next_id, *self._cams.values()]
         if self._state is not None:
             arrs.append(self._state)
         return int(sum(a.nbytes for a in arrs))
@@ -178,7 +178,7 @@ class ReplayBuffer:
         if self._state is not None:
             rows["state"] = _chain(obs[keys.STATE], nxt[keys.STATE], "state", check=True)
         cached = self.features is not None and keys.FEATURES in obs
-        for c in self._images:
+        for c in self._cams:
             src = keys.FEATURES if cached else keys.IMAGES
             a, b = obs[src][c], nxt[src][c]
             rows[c] = _chain(a, b, c, check=not np.shares_memory(a, b))
@@ -188,8 +188,8 @@ class ReplayBuffer:
         slots = ids % self.obs_capacity
         if self._state is not None:
             self._state[slots] = rows["state"][s0:]
-        for c in self._images:
-            self._images[c][slots] = rows[c][s0:] if cached else self._encode(c, rows[c][s0:])
+        for c in self._cams:
+            self._cams[c][slots] = rows[c][s0:] if cached else self._encode(c, rows[c][s0:])
         self._n_rows += keep + 1
         tids = self._n_trans + np.arange(keep)
         ts = tids % self.capacity
@@ -233,8 +233,8 @@ class ReplayBuffer:
         src = rows % self.obs_capacity
         if self._state is not None:
             out._state[: len(rows)] = self._state[src]
-        for c, b in self._images.items():
-            out._images[c][: len(rows)] = b[src]
+        for c, b in self._cams.items():
+            out._cams[c][: len(rows)] = b[src]
         out._n_rows = len(rows)
         out._action[:n] = self._action[ts]
         out._reward[:n] = self._reward[ts]
@@ -266,10 +266,10 @@ class ReplayBuffer:
             getattr(enc, name)[:] = getattr(out, name)
         if out._state is not None:
             enc._state[:rows] = out._state[:rows]
-        for c in enc._images:
+        for c in enc._cams:
             for s in range(0, rows, 4096):  # bounded temporary memory
                 e = min(rows, s + 4096)
-                enc._images[c][s:e] = enc._encode(c, out._images[c][s:e])
+                enc._cams[c][s:e] = enc._encode(c, out._cams[c][s:e])
         enc._n_rows, enc._n_trans, enc._first = out._n_rows, out._n_trans, out._first
         enc._open_row = out._open_row
         return enc
@@ -282,7 +282,7 @@ class ReplayBuffer:
             if s.shape != (self.layout.state_dim,):
                 raise ValueError(f"state {s.shape}, expected ({self.layout.state_dim},)")
             self._state[slot] = s
-        for c, buf in self._images.items():
+        for c, buf in self._cams.items():
             buf[slot] = self._row_content(obs, c)
         self._n_rows += 1
         return rid
@@ -294,7 +294,7 @@ class ReplayBuffer:
         ):
             return False
         return all(
-            np.array_equal(b[slot], self._row_content(obs, c)) for c, b in self._images.items()
+            np.array_equal(b[slot], self._row_content(obs, c)) for c, b in self._cams.items()
         )
 
     def _row_content(self, obs: Mapping[str, Any], cam: str) -> np.ndarray:
@@ -302,7 +302,7 @@ class ReplayBuffer:
         its features (``obs["features"]`` when given, else encoded now)."""
         if self.features is not None and keys.FEATURES in obs:
             f = np.asarray(obs[keys.FEATURES][cam])
-            want = self._images[cam].shape[1:]
+            want = self._cams[cam].shape[1:]
             if f.shape != want or f.dtype != np.uint8:
                 raise ValueError(f"features of {cam!r}: {f.shape} {f.dtype}, expected {want}")
             return f
@@ -346,10 +346,10 @@ class ReplayBuffer:
             out: dict[str, Any] = {}
             if self._state is not None:
                 out[keys.STATE] = np.empty((batch_size, self.layout.state_dim), np.float32)
-            if self._images:
+            if self._cams:
                 out[self._cam_key] = {
                     c: np.empty((batch_size, *b.shape[1:]), np.uint8)
-                    for c, b in self._images.items()
+                    for c, b in self._cams.items()
                 }
             return out
 
@@ -377,7 +377,7 @@ class ReplayBuffer:
             slots = ids % self.obs_capacity
             if self._state is not None:
                 np.take(self._state, slots, axis=0, out=out[key][keys.STATE][sl])
-            for c, b in self._images.items():
+            for c, b in self._cams.items():
                 np.take(b, slots, axis=0, out=out[key][self._cam_key][c][sl])
         np.take(self._action, ts, axis=0, out=out["action"][sl])
         np.take(self._reward, ts, out=out["reward"][sl])
