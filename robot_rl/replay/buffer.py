@@ -348,8 +348,7 @@ class ReplayBuffer:
                 out[keys.STATE] = np.empty((batch_size, self.layout.state_dim), np.float32)
             if self._cams:
                 out[self._cam_key] = {
-                    c: np.empty((batch_size, *b.shape[1:]), np.uint8)
-                    for c, b in self._cams.items()
+                    c: np.empty((batch_size, *b.shape[1:]), np.uint8) for c, b in self._cams.items()
                 }
             return out
 
