@@ -24,7 +24,7 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -63,6 +63,12 @@ class BenchConfig:
     """Image encoder for pixels."""
     image_size: int = 128
     """Camera image side for pixels, pixels."""
+    feature_shift: int = 0
+    """Pixels with efficientnet: random shift of the cached feature maps by up to this many
+    cells in the update (``EncoderConfig.feature_shift``)."""
+    feature_dropout: float = 0.0
+    """Pixels with efficientnet: channel dropout of the cached feature maps in the update
+    (``EncoderConfig.feature_dropout``)."""
     batch_size: int = 256
     """Batch size."""
     reward_offset: float = 0.0
@@ -112,23 +118,24 @@ def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
     )
     t1 = time.perf_counter()
     run = root / f"run_{seed}"
-    res = run_train(
-        TrainCmdConfig(
-            run=run,
-            env=env,
-            demos=demos,
-            steps=steps,
-            seed=seed,
-            utd=cfg.utd,
-            encoder=cfg.encoder,
-            batch_size=cfg.batch_size,
-            reward_offset=cfg.reward_offset,
-            eval_every_steps=cfg.eval_every,
-            eval_episodes=cfg.eval_episodes,
-            num_threads=cfg.num_threads,
-            progress=False,
-        )
+    cmd = TrainCmdConfig(
+        run=run,
+        env=env,
+        demos=demos,
+        steps=steps,
+        seed=seed,
+        utd=cfg.utd,
+        encoder=cfg.encoder,
+        batch_size=cfg.batch_size,
+        reward_offset=cfg.reward_offset,
+        eval_every_steps=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes,
+        num_threads=cfg.num_threads,
+        progress=False,
     )
+    aug = {"feature_shift": cfg.feature_shift, "feature_dropout": cfg.feature_dropout}
+    cmd = replace(cmd, sac=replace(cmd.sac, encoder=replace(cmd.sac.encoder, **aug)))
+    res = run_train(cmd)
     t2 = time.perf_counter()
     final = None
     if cfg.final_eval_episodes:

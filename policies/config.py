@@ -38,8 +38,16 @@ class EncoderConfig:
     channels to this many at each position of the feature map, which is then flattened
     (``policies.encoders.FeatureHead``; ``bench/learner_throughput.py`` measures the sizes)."""
     drq_pad_px: int = 4
-    """DrQ random-shift padding in pixels, applied to obs and next_obs in the update only
-    (never at act time). 0 disables augmentation."""
+    """Conv encoder: DrQ random-shift padding in pixels, applied to obs and next_obs in the
+    update only (never at act time). 0 disables augmentation."""
+    feature_shift: int = 0
+    """EfficientNet head: DrQ's random shift applied to the cached feature map, by up to this
+    many cells per axis (replicate padding), obs and next_obs independently, in the update
+    only. One cell of the 4x4 map of a 128x128 frame spans 32 pixels. 0: none (the measured
+    default, README "Pixels")."""
+    feature_dropout: float = 0.0
+    """EfficientNet head: drop this fraction of the cached feature channels (whole channels,
+    per sample and camera; the rest scaled by 1 / (1 - p)), in the update only. 0: none."""
     state_hidden_dims: tuple[int, ...] = ()
     """State MLP hidden sizes; empty = pass the state vector through unchanged."""
     state_feature_dim: int = 64
@@ -54,6 +62,12 @@ class EncoderConfig:
             raise ValueError("feature sizes (feature_dim, bottleneck_channels, ...) must be >= 1")
         if self.drq_pad_px < 0:
             raise ValueError("drq_pad_px must be >= 0 (0 disables DrQ augmentation)")
+        if self.feature_shift < 0:
+            raise ValueError("feature_shift must be >= 0 cells (0 disables the shift)")
+        if not 0.0 <= self.feature_dropout < 1.0:
+            raise ValueError(
+                f"feature_dropout must be in [0, 1) (0 disables it), got {self.feature_dropout}"
+            )
 
 
 @dataclass(frozen=True)

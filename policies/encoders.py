@@ -44,6 +44,7 @@ __all__ = [
     "ConvEncoder",
     "FeatureHead",
     "ObsEncoder",
+    "feature_dropout",
     "load_efficientnet_lite0",
     "obs_to_torch",
     "random_shift",
@@ -76,6 +77,27 @@ def random_shift(
     cols = (torch.arange(w, device=dev)[None, :] + shift[1][:, None]).clamp(0, w - 1)  # (B, W)
     bidx = torch.arange(b, device=dev)[:, None, None]
     return images[bidx, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
+
+
+def feature_dropout(
+    features: torch.Tensor, p: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Channel dropout of a channels-last feature map: each sample loses a random fraction
+    ``p`` of its channels at every position; the rest are scaled by ``1 / (1 - p)``.
+
+    Args:
+        features: (B, h, w, C), any dtype (uint8 steps for cached features).
+        p: Drop probability per channel, in [0, 1); 0 returns ``features`` unchanged.
+        generator: Torch generator on ``features.device``.
+
+    Returns:
+        (B, h, w, C) float32 (``features`` itself when ``p == 0``).
+    """
+    if p == 0:
+        return features
+    b, _, _, c = features.shape
+    keep = torch.rand((b, 1, 1, c), generator=generator, device=features.device) >= p
+    return features.float() * (keep.float() / (1.0 - p))
 
 
 def mlp(
@@ -192,13 +214,27 @@ class ObsEncoder(nn.Module):
     def augment(
         self, obs: Mapping[str, object], generator: torch.Generator | None
     ) -> dict[str, object]:
-        """DrQ random shift of every camera image (state untouched). Update-time only.
-        Cached features are not augmented."""
-        if not self.cams or self.cfg.drq_pad_px == 0 or keys.IMAGES not in obs:
-            return dict(obs)
-        imgs = obs[keys.IMAGES]
-        shifted = {c: random_shift(imgs[c], self.cfg.drq_pad_px, generator) for c in self.cams}
-        return {**obs, keys.IMAGES: shifted}
+        """Update-time augmentation (never at act time); state untouched.
+
+        Frames (conv encoder): DrQ random shift by ``drq_pad_px``. Cached features
+        (efficientnet head): the shift by ``feature_shift`` cells of the feature map, then
+        channel dropout ``feature_dropout`` (:func:`feature_dropout`); both off by default."""
+        out = dict(obs)
+        if not self.cams:
+            return out
+        if keys.FEATURES in obs:
+            feats = obs[keys.FEATURES]
+            shift, p = self.cfg.feature_shift, self.cfg.feature_dropout
+            if shift or p:
+                out[keys.FEATURES] = {
+                    c: feature_dropout(random_shift(feats[c], shift, generator), p, generator)
+                    for c in self.cams
+                }
+        elif keys.IMAGES in obs and self.cfg.drq_pad_px:
+            imgs = obs[keys.IMAGES]
+            pad = self.cfg.drq_pad_px
+            out[keys.IMAGES] = {c: random_shift(imgs[c], pad, generator) for c in self.cams}
+        return out
 
     def forward(self, obs: Mapping[str, object]) -> torch.Tensor:
         feats = []

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from policy_helpers import numpy_obs, pixel_layout, sampler, small_sac
 
 from policies.config import EncoderConfig
-from policies.encoders import FROZEN, obs_to_torch, random_shift
+from policies.encoders import FROZEN, feature_dropout, obs_to_torch, random_shift
 from policies.sac import SACAgent
 from robot_rl.core import keys
 
@@ -149,3 +151,54 @@ def test_act_rejects_a_batched_or_misshaped_observation():
     with pytest.raises(ValueError, match="front"):
         small = {"front": np.zeros((8, 8, 3), np.uint8)}
         agent.act({**obs, keys.IMAGES: small}, deterministic=True)
+
+
+def test_feature_dropout_drops_whole_channels_and_keeps_the_mean():
+    x = torch.full((64, 4, 4, 128), 10, dtype=torch.uint8)
+    y = feature_dropout(x, 0.25, torch.Generator().manual_seed(0))
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    dropped = y[:, 0, 0, :] == 0  # (B, C)
+    assert torch.equal((y == 0), dropped[:, None, None, :].expand_as(y))  # whole channels
+    assert 0.2 < dropped.float().mean() < 0.3
+    assert torch.allclose(y[~(y == 0)], torch.tensor(10 / 0.75))  # inverted-dropout scale
+    assert abs(float(y.mean()) - 10) < 0.3
+    assert feature_dropout(x, 0.0) is x
+    with pytest.raises(ValueError, match="feature_dropout"):
+        EncoderConfig(feature_dropout=1.0)
+
+
+def test_cached_features_are_augmented_only_when_asked_and_never_at_act_time(
+    efficientnet_weights,
+):
+    layout = pixel_layout(size=64, cams=("front",))
+    gen = torch.Generator().manual_seed(0)
+    feats = _coordinate_images(32, 2).repeat(1, 1, 1, 2)[..., :4]  # (B, 2, 2, 4) uint8
+    obs = {keys.STATE: torch.zeros(32, layout.state_dim), keys.FEATURES: {"front": feats}}
+    plain = EncoderConfig(kind="efficientnet", weights_path=efficientnet_weights)
+    agent = SACAgent(layout, 2, small_sac(encoder=plain), seed=0)
+    assert agent.encoder.augment(obs, gen)[keys.FEATURES]["front"] is feats  # default: none
+    shifted = EncoderConfig(
+        kind="efficientnet", weights_path=efficientnet_weights, feature_shift=1, feature_dropout=0.5
+    )
+    agent = SACAgent(layout, 2, small_sac(encoder=shifted), seed=0)
+    out = agent.encoder.augment(obs, gen)[keys.FEATURES]["front"]
+    assert out.shape == feats.shape and not torch.equal(out, feats.float())
+    assert torch.equal(obs[keys.FEATURES]["front"], feats)  # the batch is not modified
+    frames = sampler(layout, 2, batch=4)
+
+    def feature_batch():  # what the replay buffer samples: cached features, no frames
+        b = frames()
+        enc = agent.frame_features.encode
+        to_feats = lambda o: {  # noqa: E731
+            keys.STATE: o[keys.STATE],
+            keys.FEATURES: {"front": torch.from_numpy(enc(o[keys.IMAGES]["front"].numpy()))},
+        }
+        return dataclasses.replace(b, obs=to_feats(b.obs), next_obs=to_feats(b.next_obs))
+
+    head = agent.encoder.images["front"].head[0].weight.detach().clone()
+    assert np.isfinite(agent.update(feature_batch)["critic_loss"])
+    assert not torch.equal(head, agent.encoder.images["front"].head[0].weight)
+    o = numpy_obs(layout)
+    a1 = agent.act(o, deterministic=True, generator=torch.Generator().manual_seed(1))
+    a2 = agent.act(o, deterministic=True, generator=torch.Generator().manual_seed(2))
+    np.testing.assert_array_equal(a1, a2)
