@@ -1,8 +1,8 @@
 """Human-in-the-loop sample efficiency on the twin: no-HIL vs HIL-SERL routing vs RLIF.
 
 For each task x mode x seed: (optionally) record ``--demos`` scripted demonstrations (shared by
-the modes of a task and seed), train with the embedded loop (`robot-rl train`, state
-observations) for ``--steps`` env steps with an evaluation every ``--eval-every`` steps, and
+the modes of a task and seed), train with the embedded loop (`robot-rl train`, state or
+pixel observations) for ``--steps`` env steps with an evaluation every ``--eval-every`` steps, and
 report the env steps at which the eval success rate first reached ``--target`` (null if never
 within the budget), with the human interventions (takeovers) and intervened steps spent by
 then. Modes: ``none`` (no human: the baseline), ``hil-serl``, ``rlif``, ``online`` (the
@@ -19,6 +19,8 @@ Issue target: HIL reaches 90% on peg_insert in fewer than half the env steps of 
 
     python bench/hil_efficiency.py                                   # the full run (hours)
     python bench/hil_efficiency.py --tasks reach --seeds 1 --steps 400 --eval-every 200
+    python bench/hil_efficiency.py --tasks peg_insert --obs pixels --modes hil-serl \
+        --seeds 1 --num-threads 2 --eval-every 1000      # from 2 cameras 128x128 (~20 min)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,11 +45,18 @@ class HilBenchConfig:
     """What to measure."""
 
     tasks: tuple[str, ...] = ("pick_cube", "peg_insert")
-    """Twin tasks (state observations)."""
+    """Twin tasks."""
+    obs: Literal["state", "pixels"] = "state"
+    """Observations: privileged state, or 2 cameras + proprioception (pixels: the frozen
+    EfficientNet-Lite0 with cached features, the `robot-rl train` default)."""
+    image_size: int = 128
+    """Camera image side for pixels."""
     modes: tuple[str, ...] = ("none", "hil-serl", "rlif")
     """none (no human), hil-serl, rlif, online."""
     seeds: int = 3
-    """Seeds 0 .. seeds-1."""
+    """Seeds first_seed .. first_seed + seeds - 1."""
+    first_seed: int = 0
+    """The first seed (to run seeds in separate invocations)."""
     steps: int = 10_000
     """Env steps per run (the budget)."""
     demos: int = 10
@@ -65,6 +75,8 @@ class HilBenchConfig:
     """Simulated human: takeovers per episode at most."""
     utd: int | None = None
     """Critic updates per env step (None: the CLI default)."""
+    num_threads: int = 1
+    """torch threads of the training process (2 for pixels on this 2-core machine)."""
     out: Path = Path("bench/results/hil_efficiency.json")
     """Where to write the runs and the summary."""
     work_dir: Path | None = None
@@ -83,7 +95,7 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
     from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
     from robot_rl.cli.train import TrainCmdConfig, run_train
 
-    env = LearnerEnvConfig(task=task, obs="state")
+    env = LearnerEnvConfig(task=task, obs=cfg.obs, image_size=cfg.image_size)
     demos = None
     if cfg.demos:
         demos = root / f"demos_{task}_{seed}.zarr"
@@ -102,6 +114,7 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
             steps=cfg.steps,
             seed=seed,
             utd=cfg.utd,
+            num_threads=cfg.num_threads,
             eval_every_steps=cfg.eval_every,
             eval_episodes=cfg.eval_episodes,
             progress=False,
@@ -186,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(cfg.work_dir) if cfg.work_dir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         for task in cfg.tasks:
-            for seed in range(cfg.seeds):
+            for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
                 for mode in cfg.modes:
                     r = run_one(cfg, task, mode, seed, root)
                     runs.append(r)
