@@ -12,8 +12,7 @@ Input is the learner observation layout of :mod:`robot_rl.core.batch`:
   ``obs["images"]`` (acting; its memo makes a frame's second pass free).
 
 The backbone is not a submodule: it is never in a state dict, a checkpoint or the weights a
-learner sends to actors (each side loads it from its local file). :func:`trainable_state_dict`
-also leaves out any module named ``frozen_backbone`` (older agents).
+learner sends to actors (each side loads it from its local file).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
 from robot_rl.core.features import FrameFeatures
 
-FROZEN = "frozen_backbone"
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -285,5 +283,6 @@ def obs_to_torch(
 
 
 def trainable_state_dict(module: nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
-    """``module.state_dict()`` without frozen pretrained weights (names containing FROZEN)."""
-    return {prefix + k: v for k, v in module.state_dict().items() if f"{FROZEN}." not in k}
+    """``module.state_dict()``, names prefixed. Every entry is learned: the frozen backbone is
+    no submodule of an encoder."""
+    return {prefix + k: v for k, v in module.state_dict().items()}

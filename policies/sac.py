@@ -303,7 +303,7 @@ class SACAgent:
         return nn.ModuleDict(mods)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """Every learned tensor except frozen pretrained encoder weights (name -> tensor)."""
+        """Every learned tensor (name -> tensor); the frozen backbone is not among them."""
         out: dict[str, torch.Tensor] = {}
         for name, m in self.modules().items():
             out.update(trainable_state_dict(m, prefix=f"{name}."))
@@ -319,9 +319,7 @@ class SACAgent:
         with torch.no_grad():
             for name, m in self.modules().items():
                 sub = {k[len(name) + 1 :]: v for k, v in state.items() if k.startswith(name + ".")}
-                missing, unexpected = m.load_state_dict(sub, strict=False)
-                if unexpected or any("frozen_backbone." not in k for k in missing):
-                    raise KeyError(f"{name}: missing {missing}, unexpected {unexpected}")
+                m.load_state_dict(sub)
             self.log_alpha.copy_(state["log_alpha"])
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

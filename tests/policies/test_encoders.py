@@ -10,7 +10,7 @@ import torch
 from policy_helpers import numpy_obs, pixel_layout, sampler, small_sac
 
 from policies.config import EncoderConfig
-from policies.encoders import FROZEN, feature_dropout, obs_to_torch, random_shift
+from policies.encoders import feature_dropout, obs_to_torch, random_shift
 from policies.sac import SACAgent
 from robot_rl.core import keys
 
@@ -116,7 +116,10 @@ def test_efficientnet_encoder_smoke_with_real_weights(efficientnet_weights):
     assert not backbone.training
     n_backbone = len(frozen)
     assert len(agent.encoder.state_dict()) < n_backbone  # the backbone is no submodule
-    assert not any(FROZEN in k for k in agent.trainable_state())
+    backbone_keys = set(frozen)  # no trainable name ends in a backbone parameter's name
+    for k in agent.trainable_state():
+        parts = k.split(".")
+        assert not any(".".join(parts[i:]) in backbone_keys for i in range(len(parts))), k
     _check_actions(agent, layout)
 
 
