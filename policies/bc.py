@@ -33,7 +33,7 @@ class BCAgent:
         self.num_updates = 0
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.encoder = ObsEncoder(layout, cfg.encoder)
+            self.encoder = ObsEncoder(layout, cfg.encoder, device=device)
             self.actor = TanhGaussianActor(
                 self.encoder.out_dim, action_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
             )

@@ -173,11 +173,16 @@ class ObsEncoder(nn.Module):
         cfg: Encoder settings.
         frame_features: ``cfg.kind="efficientnet"``: the frozen backbone (shared with the
             replay buffers, so that each frame is encoded once); None builds one from
-            ``cfg.weights_path`` on the CPU.
+            ``cfg.weights_path`` on ``device``.
+        device: Where a backbone built here runs (the module itself is built on the CPU).
     """
 
     def __init__(
-        self, layout: ObsLayout, cfg: EncoderConfig, frame_features: FrameFeatures | None = None
+        self,
+        layout: ObsLayout,
+        cfg: EncoderConfig,
+        frame_features: FrameFeatures | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
         super().__init__()
         self.layout = layout
@@ -190,7 +195,7 @@ class ObsEncoder(nn.Module):
                     raise ValueError(
                         "EncoderConfig.kind='efficientnet' needs weights_path (a local file)"
                     )
-                frame_features = EfficientNetFeatures(cfg.weights_path)
+                frame_features = EfficientNetFeatures(cfg.weights_path, device)
             self.frame_features = frame_features
             self.images = nn.ModuleDict(
                 {

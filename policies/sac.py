@@ -34,7 +34,6 @@ from torch import nn
 
 from policies.config import SACConfig
 from policies.encoders import ObsEncoder, obs_to_torch, trainable_state_dict
-from policies.features import EfficientNetFeatures
 from policies.networks import CriticEnsemble, HLGauss, TanhGaussianActor
 from robot_rl.core import keys
 from robot_rl.core.batch import Batch, ObsLayout
@@ -66,11 +65,7 @@ class SACAgent:
         out_dim = cfg.hl_num_bins if cfg.critic_loss == "hl_gauss" else 1
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # parameter init, isolated from the global RNG stream
-            if frame_features is None and cfg.encoder.kind == "efficientnet" and layout.images:
-                if cfg.encoder.weights_path is None:
-                    raise ValueError("encoder kind 'efficientnet' needs weights_path")
-                frame_features = EfficientNetFeatures(cfg.encoder.weights_path, device)
-            self.encoder = ObsEncoder(layout, cfg.encoder, frame_features)
+            self.encoder = ObsEncoder(layout, cfg.encoder, frame_features, device)
             e = self.encoder.out_dim
             self.actor = TanhGaussianActor(
                 e, self.arm_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
