@@ -36,10 +36,6 @@ CARD_FORMAT = "robot_rl.reward_classifier"
 CARD_VERSION = 1
 
 
-def _unused_backbone(x: torch.Tensor) -> torch.Tensor:
-    raise AssertionError("a FrozenImageEncoder built from_frame_features never runs this")
-
-
 class FrozenImageEncoder:
     """A frozen feature-map network as ``(B, H, W, 3) uint8 -> (B, D) float32`` features.
 
@@ -50,20 +46,32 @@ class FrozenImageEncoder:
         mean, std: Per-channel normalisation of ``[0, 1]`` images (the encoder's own, e.g.
             ImageNet's for ImageNet weights).
         batch_size: Frames per forward pass.
+        frame_features: Instead of ``backbone`` (and ``mean``, ``std``): a shared frozen
+            backbone (e.g. the policy's, :mod:`robot_rl.core.features`); its uint8 feature maps
+            are dequantised and averaged over the map. A frame it already encoded is not
+            encoded again, so one backbone pass per frame serves both the policy and the reward.
     """
 
     def __init__(
         self,
         name: str,
-        backbone: Callable[[torch.Tensor], torch.Tensor],
-        mean: Sequence[float],
-        std: Sequence[float],
+        backbone: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
         batch_size: int = 64,
+        *,
+        frame_features: FrameFeatures | None = None,
     ) -> None:
+        if (backbone is None) == (frame_features is None):
+            raise ValueError("FrozenImageEncoder needs either backbone or frame_features")
+        if backbone is not None and (mean is None or std is None):
+            raise ValueError("FrozenImageEncoder(backbone=...) needs the backbone's mean and std")
         self.name = name
         self.backbone = backbone
-        self.mean = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
-        self.std = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
+        self.frame_features = frame_features
+        if backbone is not None:
+            self.mean = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
+            self.std = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
         self.batch_size = int(batch_size)
         self._dim: int | None = None
 
@@ -88,16 +96,8 @@ class FrozenImageEncoder:
 
     @classmethod
     def from_frame_features(cls, name: str, features: FrameFeatures) -> FrozenImageEncoder:
-        """The same pooled features from a shared frozen backbone (e.g. the policy's
-        ``frame_features``): a frame the policy already encoded is not encoded again, so one
-        backbone pass per frame serves both the policy and the reward. The backbone's uint8
-        features are dequantised (``features.scale``) and averaged over the map."""
-        enc = cls(name, _unused_backbone, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
-        enc.frame_features = features
-        return enc
-
-    frame_features: FrameFeatures | None = None
-    """Set by :meth:`from_frame_features`: the shared backbone the features come from."""
+        """The pooled features of a shared frozen backbone (``frame_features`` above)."""
+        return cls(name, frame_features=features)
 
     def _from_shared(self, images: np.ndarray) -> torch.Tensor:
         q = self.frame_features.encode(images)  # (B, h, w, C) uint8
