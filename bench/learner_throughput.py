@@ -159,6 +159,7 @@ def run_cached(
 ) -> dict:
     """Updates/s of the pretrained path with features cached in a real replay buffer."""
     import numpy as np
+    from _feature_episodes import add_feature_episodes
 
     from policies.features import EfficientNetFeatures
     from robot_rl.replay import Mixer, ReplayBuffer
@@ -172,25 +173,8 @@ def run_cached(
 
     def fill(n_rows: int, capacity: int) -> ReplayBuffer:
         buf = ReplayBuffer(capacity, layout, ACTION_DIM, device, features=feats)
-        ep_len = 100
-        for lo in range(0, n_rows, ep_len + 1):
-            t = min(ep_len, n_rows - lo - 1)
-            if t < 1:
-                break
-            f = {c: rng.integers(0, 256, (t + 1, *fshape), dtype=np.uint8) for c in layout.images}
-            st = rng.standard_normal((t + 1, STATE_DIM)).astype(np.float32)
-            obs = {keys.STATE: st[:-1], keys.FEATURES: {c: v[:-1] for c, v in f.items()}}
-            nxt = {keys.STATE: st[1:], keys.FEATURES: {c: v[1:] for c, v in f.items()}}
-            buf.add_episode(
-                {
-                    "obs": obs,
-                    "next_obs": nxt,
-                    "action": rng.uniform(-1, 1, (t, ACTION_DIM)).astype(np.float32),
-                    "reward": rng.standard_normal(t).astype(np.float32),
-                    "terminated": np.zeros(t, np.float32),
-                    "intervened": np.zeros(t, bool),
-                }
-            )
+        cams = tuple(layout.images)
+        add_feature_episodes(buf, n_rows, cams, fshape, STATE_DIM, ACTION_DIM, rng)
         return buf
 
     online, demos = fill(rows, rows), fill(rows // 10, rows // 10)

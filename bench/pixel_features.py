@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 import torch
+from _feature_episodes import add_feature_episodes
 
 from policies.features import EfficientNetFeatures
 from robot_rl.core import keys
@@ -114,19 +115,9 @@ def bench_memory(weights: str, image_px: int, transitions: int) -> dict:
     before = rss_mb()
     buf = ReplayBuffer(transitions, layout, ACTION_DIM, features=feats)
     ep_len = 100
-    for _ in range(transitions // ep_len):
-        f = {c: rng.integers(0, 256, (ep_len + 1, *shape), dtype=np.uint8) for c in layout.images}
-        st = rng.standard_normal((ep_len + 1, STATE_DIM)).astype(np.float32)
-        buf.add_episode(
-            {
-                "obs": {keys.STATE: st[:-1], keys.FEATURES: {c: v[:-1] for c, v in f.items()}},
-                "next_obs": {keys.STATE: st[1:], keys.FEATURES: {c: v[1:] for c, v in f.items()}},
-                "action": np.zeros((ep_len, ACTION_DIM), np.float32),
-                "reward": np.zeros(ep_len, np.float32),
-                "terminated": np.zeros(ep_len, np.float32),
-                "intervened": np.zeros(ep_len, bool),
-            }
-        )
+    rows = transitions // ep_len * (ep_len + 1)  # whole episodes of ep_len transitions
+    cams = tuple(layout.images)
+    add_feature_episodes(buf, rows, cams, shape, STATE_DIM, ACTION_DIM, rng, ep_len)
     grown = rss_mb() - before
     per_100k_mb = grown / len(buf) * 100_000
     hour = 36_000 + 20 * 100  # a one-hour run at 10 Hz + 20 demos of ~100 steps
