@@ -158,8 +158,8 @@ class Router:
         feats = {}
         if backbone is not None and to_read:  # cached on disk beside the log
             feats = {c: log_features(log, c, backbone) for c in log.layout.images}
-        for e, fits in to_read:
-            ep = read_checked(log, e.index)
+        for e, fits in to_read:  # frames with features cached are not read twice
+            ep = read_checked(log, e.index, images=not feats)
             if feats:
                 attach_features(ep, e.start_obs, feats)
             flags = np.asarray(ep["intervened"], dtype=bool)

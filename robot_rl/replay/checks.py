@@ -140,11 +140,11 @@ def check_finite(log: EpisodeLog, episodes: Sequence[EpisodeMeta] | None = None)
         raise NonFiniteDataError(nonfinite_message(log.path, problems))
 
 
-def read_checked(log: EpisodeLog, i: int) -> dict[str, Any]:
-    """:meth:`EpisodeLog.read_episode` ``(i)``, with an unreadable chunk reported as a
-    :class:`CorruptLogError` naming the dataset, the episode, the array and the fix."""
+def read_checked(log: EpisodeLog, i: int, images: bool = True) -> dict[str, Any]:
+    """:meth:`EpisodeLog.read_episode` ``(i, images=images)``, with an unreadable chunk reported
+    as a :class:`CorruptLogError` naming the dataset, the episode, the array and the fix."""
     try:
-        return log.read_episode(i)
+        return log.read_episode(i, images=images)
     except IndexError:
         raise  # no such episode: a caller's mistake, not the store's
     except Exception as e:  # noqa: BLE001 - a codec or I/O error: find the array, re-raise

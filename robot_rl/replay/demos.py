@@ -73,8 +73,8 @@ def rebuild_buffer(
     if buffer.features is not None and eps[first:]:
         feats = {c: log_features(log, c, buffer.features, cache_dir) for c in log.layout.images}
     added = 0
-    for e in eps[first:]:
-        ep = read_checked(log, e.index)
+    for e in eps[first:]:  # frames with features cached are not read twice
+        ep = read_checked(log, e.index, images=not feats)
         buffer.add_episode(attach_features(ep, e.start_obs, feats) if feats else ep)
         added += e.length
     return added

@@ -546,9 +546,13 @@ class EpisodeLog:
         closed, open_em = self._durable
         return [*closed, open_em] if open_em is not None else list(closed)
 
-    def read_episode(self, i: int, start: int = 0, stop: int | None = None) -> dict[str, Any]:
+    def read_episode(
+        self, i: int, start: int = 0, stop: int | None = None, images: bool = True
+    ) -> dict[str, Any]:
         """Arrays of steps [start, stop) of episode ``i`` (numpy, bit-identical to what was
         appended); ``i`` may be the open episode (its flushed steps). ``stop=None``: to the end.
+        ``images=False`` leaves the camera frames unread (no ``obs["images"]``), for a reader
+        that has their features already (:mod:`robot_rl.replay.feature_cache`).
 
         Returns:
             ``obs`` and ``next_obs`` in the learner layout with T = stop - start rows each
@@ -582,12 +586,13 @@ class EpisodeLog:
         cut = em.recovered == "truncated" and stop == em.length and stop > start
         if cut and not out["terminated"][-1]:
             out["truncated"][-1] = True  # applied in memory for read-only opens
-        rows = {n: self._arrays[n][o0:o1] for n in obs_fields(self.layout)}
+        fields = [n for n in obs_fields(self.layout) if images or not n.startswith("obs/images/")]
+        rows = {n: self._arrays[n][o0:o1] for n in fields}
         obs: dict[str, Any] = {}
         nxt: dict[str, Any] = {}
         if self.layout.state_dim:
             obs[keys.STATE], nxt[keys.STATE] = rows["obs/state"][:-1], rows["obs/state"][1:]
-        if self.layout.images:
+        if self.layout.images and images:
             obs[keys.IMAGES] = {c: rows[f"obs/images/{c}"][:-1] for c in self.layout.images}
             nxt[keys.IMAGES] = {c: rows[f"obs/images/{c}"][1:] for c in self.layout.images}
         out["obs"], out["next_obs"], out["meta"] = obs, nxt, em

@@ -52,6 +52,17 @@ def _assert_episode_matches(got: dict, ep: int, length: int, lay) -> None:
         assert got["stamp_s"][t] == want["stamp_s"]
 
 
+def test_an_episode_read_without_its_frames_has_everything_else(log_path):
+    with EpisodeLog.open(log_path) as log:
+        full, bare = log.read_episode(2), log.read_episode(2, images=False)
+    assert "images" not in bare["obs"] and "images" not in bare["next_obs"]
+    for part in ("obs", "next_obs"):
+        np.testing.assert_array_equal(bare[part]["state"], full[part]["state"])
+    for k in ("action", "reward", "terminated", "truncated", "intervened", "stamp_s"):
+        np.testing.assert_array_equal(bare[k], full[k])
+    assert bare["meta"] == full["meta"]
+
+
 def test_round_trip_is_bit_identical(log_path):
     lay = rd.layout()
     with EpisodeLog.open(log_path) as log:
