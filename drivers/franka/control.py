@@ -272,6 +272,10 @@ def joint_impedance_torque(
     )
 
 
+CYCLE_S = 1e-3
+"""The FCI's control cycle, s."""
+
+
 class TorqueRateLimiter:
     """Clips torques to ``torque_fraction`` of the FR3 limits and their rate of change."""
 
@@ -284,9 +288,14 @@ class TorqueRateLimiter:
         self.last = np.zeros(7) if tau_nm is None else np.asarray(tau_nm, dtype=np.float64).copy()
 
     def __call__(self, tau_nm: np.ndarray, dt_s: float) -> np.ndarray:
-        """Limited torques (7,) for a command ``dt_s`` after the previous one."""
+        """Limited torques (7,) for a command ``dt_s`` after the previous one.
+
+        The step is bounded by one 1 ms cycle's worth even when ``dt_s`` is longer: the robot
+        judges the change between two consecutive commands as a rate over its cycle, so after
+        missed cycles (a loaded CPU) a step scaled by the elapsed time reads as a
+        ``controller_torque_discontinuity`` reflex."""
         limit = self.cfg.torque_fraction * TORQUE_LIMIT
-        step = self.cfg.max_torque_rate_nm_per_s * dt_s
+        step = self.cfg.max_torque_rate_nm_per_s * min(dt_s, CYCLE_S)
         tau = np.clip(np.clip(tau_nm, -limit, limit), self.last - step, self.last + step)
         self.last = tau
         return tau

@@ -129,6 +129,9 @@ def test_torque_limiter_bounds_rate_and_range() -> None:
     for _ in range(1000):
         out = lim(np.full(7, 500.0), 1e-3)
     np.testing.assert_allclose(out, cfg.torque_fraction * control.TORQUE_LIMIT)
+    lim.reset()
+    out = lim(np.full(7, 500.0), 5e-3)  # after missed cycles: still one cycle's step
+    np.testing.assert_allclose(out, cfg.max_torque_rate_nm_per_s * 1e-3)
 
 
 def test_impedance_pulls_towards_reference() -> None:
