@@ -22,6 +22,7 @@ import tyro
 
 from robot_rl.cli.factory import EnvSetup, WrapperConfig, check_task
 from robot_rl.core import keys
+from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 from sim.backend import TASKS
 
 ObsMode = Literal["state", "pixels"]
@@ -38,7 +39,7 @@ class LearnerEnvConfig:
     see ``robot-rl envs``), flattened; pixels: camera images + the robot state."""
     cameras: tuple[str, ...] = ("front", "wrist")
     """Cameras in the observation with --obs pixels (ignored for state)."""
-    image_size: int = 64
+    image_size: int = DEFAULT_IMAGE_SIZE
     """Camera images are image_size x image_size pixels (--obs pixels)."""
     control_rotation: bool = False
     """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (default; easier to learn)."""

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core import keys
+from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 
 KINDS = ("success", "near_miss", "noisy", "wander")
 
@@ -48,7 +49,7 @@ class RewardFramesConfig:
     made of whole episodes)."""
     cameras: tuple[str, ...] = ("front", "wrist")
     """Cameras in each frame."""
-    image_size: int = 64
+    image_size: int = DEFAULT_IMAGE_SIZE
     """Frames are image_size x image_size pixels (the learner's --image-size)."""
     near_miss_fraction: float = 0.3
     """Fraction of near-miss episodes."""

@@ -41,6 +41,7 @@ from drivers.setup import (
     parse_setup,
     read_yaml,
 )
+from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 
 TeleopChoice = Literal["setup", "sim-expert"]
 TELEOP_MODULES = ("drivers.teleop.node", "sim.human_node")
@@ -100,7 +101,7 @@ class TeleopRunConfig:
     """Task (default: the setup's; another one needs --launch)."""
     cameras: tuple[str, ...] | None = None
     """Cameras stored (default: every camera of the setup)."""
-    image_size: int = 64
+    image_size: int = DEFAULT_IMAGE_SIZE
     """Stored images are image_size x image_size (resized from the setup's cameras)."""
     control_rotation: bool = False
     """7-dim action with rotation, or 4-dim [dx, dy, dz, gripper] (train's default)."""

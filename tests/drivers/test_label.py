@@ -94,7 +94,7 @@ def test_label_positives_only_while_held(tmp_path: Path, a2_domain: int) -> None
     out = tmp_path / "frames.zarr"
     args = ["label", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "2"]
     args += ["--teleop-events", str(DATA / "label_keyboard.jsonl")]
-    args += ["--log-dir", str(tmp_path / "logs"), "--json"]
+    args += ["--image-size", "64", "--log-dir", str(tmp_path / "logs"), "--json"]
     cli = Cli(args, a2_domain)
     try:
         code, stdout = cli.finish(240)

@@ -197,7 +197,8 @@ def test_record_on_hardware_keeps_what_the_buttons_mark(tmp_path: Path, hw_domai
     setup_path = _twin_arm_setup(tmp_path / "hw.yaml")
     out = tmp_path / "demos.zarr"
     args = ["record", "--setup", str(setup_path), "--launch", "--out", str(out)]
-    args += ["--episodes", "3", "--obs", "pixels", "--json", "--log-dir", str(tmp_path / "logs")]
+    args += ["--episodes", "3", "--obs", "pixels", "--image-size", "64", "--json"]
+    args += ["--log-dir", str(tmp_path / "logs")]
     args += ["--teleop-events", str(DATA / "record_keyboard.jsonl")]
     client = RosClient(hw_domain, "h7_observer")  # watches the graph while record runs
     cli = Cli(args, hw_domain)

@@ -195,7 +195,7 @@ def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) ->
     frames, model = tmp_path / "frames.zarr", tmp_path / "rm"
     for args in (
         ["reward", "frames", "--task", "pick_cube", "--out", str(frames), "--episodes", "10",
-         "--max-steps", "25"],
+         "--max-steps", "25", "--image-size", "64"],
         ["reward", "train", "--frames", str(frames), "--out", str(model), "--max-epochs", "3",
          "--augment-copies", "0"],
     ):  # fmt: skip

@@ -15,7 +15,7 @@ def twin_frames(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("frames") / "pick_cube.zarr"
     proc = robot_rl(
         "reward", "frames", "--task", "pick_cube", "--out", str(out),
-        "--episodes", str(EPISODES), "--json",
+        "--episodes", str(EPISODES), "--image-size", "64", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)

@@ -164,7 +164,12 @@ def twin_frames(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("frames") / "pick_cube.zarr"
     cfg = RewardFramesConfig(
-        out=out, episodes=12, cameras=("front",), max_steps=30, after_success_steps=4
+        out=out,
+        episodes=12,
+        cameras=("front",),
+        image_size=64,
+        max_steps=30,
+        after_success_steps=4,
     )
     result = run_reward_frames(cfg, progress=False)
     assert result["positives"] > 0 and result["negatives"] > 0
