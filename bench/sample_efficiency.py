@@ -71,6 +71,8 @@ class BenchConfig:
     (``EncoderConfig.feature_dropout``)."""
     batch_size: int = 256
     """Batch size."""
+    task_reward: Literal["shaped", "sparse"] = "shaped"
+    """The twin's shaped cost (privileged) or the sparse success reward (1 on success)."""
     reward_offset: float = 0.0
     """Added to sampled rewards (-1 turns pick_cube's [0, 1] dense reward into a cost)."""
     out_dir: Path | None = None
@@ -109,7 +111,9 @@ def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
     pixels = cfg.obs == "pixels"
     steps = cfg.steps or (20_000 if pixels else 10_000)
     n_demos = cfg.demos
-    env = LearnerEnvConfig(task=cfg.task, obs=cfg.obs, image_size=cfg.image_size)
+    env = LearnerEnvConfig(
+        task=cfg.task, obs=cfg.obs, image_size=cfg.image_size, task_reward=cfg.task_reward
+    )
     demos = root / f"demos_{seed}.zarr"
     t0 = time.perf_counter()
     run_collect(

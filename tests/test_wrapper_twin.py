@@ -224,3 +224,55 @@ def _stack(env):
         if not hasattr(env, "env"):
             return
         env = env.env
+
+
+def test_sparse_task_reward_is_one_exactly_on_success_steps():
+    """--task-reward sparse on the twin: the scripted expert's pick_cube episode earns 0 until
+    the cube is lifted, 1 on the success step that ends it; the shaped cost stays in info."""
+    from robot_rl.cli.collect import LearnerEnvConfig
+    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.cli.rollout import ExpertPolicy
+
+    cfg = LearnerEnvConfig(task="pick_cube", obs="state", task_reward="sparse")
+    env, b = make_env_from_setup(cfg.env_setup())
+    try:
+        policy = ExpertPolicy(b.make_expert(), env)
+        obs, info = env.reset(seed=5)
+        policy.reset(np.random.default_rng(5))
+        rewards, shaped, successes = [], [], []
+        for _ in range(200):
+            obs, r, terminated, truncated, info = env.step(policy.act(obs, info))
+            rewards.append(r)
+            shaped.append(info[keys.INFO_TASK_REWARD])
+            successes.append(info[keys.INFO_SUCCESS])
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+        b.close()
+    assert terminated and successes[-1], "the expert should lift the cube"
+    assert rewards == [float(s) for s in successes] and rewards[-1] == 1.0
+    assert sum(rewards) == 1.0 and min(shaped[:-1]) < -0.5  # the dense cost was there
+
+
+def test_sparse_reward_needs_success_in_info():
+    import gymnasium as gym
+
+    from robot_rl.wrappers import SuccessReward
+
+    class NoSuccess(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (1,))
+        action_space = gym.spaces.Box(-1, 1, (1,))
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(1, np.float32), 0.5, False, False, {}
+
+    env = SuccessReward(NoSuccess())
+    env.reset()
+    with pytest.raises(KeyError, match="is_success"):
+        env.step(np.zeros(1))
+    with pytest.raises(ValueError, match="success_reward"):
+        SuccessReward(NoSuccess(), success_reward=0.0)

@@ -52,6 +52,10 @@ class LearnerEnvConfig:
     action_scale_m: float | None = None
     """TCP translation per step for an action of 1.0, metres (None: the task's default,
     `robot-rl envs` shows it)."""
+    task_reward: Literal["shaped", "sparse"] = "shaped"
+    """shaped: the twin task's dense cost (privileged: it reads sim state, e.g. the
+    gripper-cube distance; a real robot has no such reward); sparse: 1 on a success step, else
+    0 (the task's success test, what a classifier or a person's button gives on a robot)."""
 
     def __post_init__(self) -> None:
         if self.obs == "pixels" and not self.cameras:
@@ -88,6 +92,7 @@ class LearnerEnvConfig:
                 flatten_state=True,
                 object_state=tuple(objects),
                 fixed_gripper=self.fixed_gripper(),
+                success_reward=self.task_reward == "sparse",
             ),
         )
 
@@ -111,6 +116,21 @@ class LearnerEnvConfig:
         ``action_scale_m`` were settings had the policy command the gripper at 2 cm/step."""
         d = {"gripper": "policy", "action_scale_m": 0.02, **d}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def settings_difference(stored: dict | None, env: LearnerEnvConfig) -> str:
+    """The data settings in which ``stored`` (a dataset's) and ``env`` differ, for messages."""
+    try:
+        have = LearnerEnvConfig.from_json(stored or {}).data_settings()
+    except (TypeError, ValueError) as e:
+        return f"the dataset's settings {stored} are not valid here: {e}"
+    want = env.data_settings()
+    diff = [
+        f"{k}: {have.get(k)!r} in the data, {want[k]!r} here"
+        for k in want
+        if have.get(k) != want[k]
+    ]
+    return "; ".join(diff) or "none"
 
 
 def same_data_settings(stored: dict | None, env: LearnerEnvConfig) -> bool:

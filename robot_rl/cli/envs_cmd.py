@@ -26,6 +26,21 @@ class EnvsConfig:
     """Print exactly one JSON object on stdout."""
 
 
+REWARDS = {
+    "shaped": (
+        "privileged: a dense cost in [-1, 0) computed from sim state (distances, heights) that a "
+        "real robot does not have; 0 on success, -100 on failure where the task can fail (the "
+        "default, --task-reward "
+        "shaped)"
+    ),
+    "sparse": (
+        "1 on a success step, else 0 (the task's success test: what a success classifier or a "
+        "person's button gives on a robot; --task-reward sparse)"
+    ),
+}
+"""The rewards a twin task offers (``robot-rl train --task-reward``)."""
+
+
 def spec_to_json(spec) -> dict:
     """A spec tree as plain JSON (shape, dtype, low, high per array)."""
     if isinstance(spec, ArraySpec):
@@ -67,6 +82,7 @@ def list_envs(cfg: EnvsConfig) -> dict:
                     ),
                     "privileged_spec": spec_to_json(dict(backend.task.privileged_spec)),
                     "state_objects": list(info.state_objects),
+                    "rewards": dict(REWARDS),
                     "action_scale_m": info.action_scale_m,
                     "learner_fixed_gripper": info.fixed_gripper,
                     "observation": describe(obs_spec),
@@ -102,6 +118,8 @@ def print_envs(result: dict) -> None:
             f"{_gripper_text(t['learner_fixed_gripper'])}\n"
             f"observation:\n{t['observation']}\n"
             f"object state observed by learners with --obs state: "
-            f"{', '.join(t['state_objects']) or 'none (the robot state suffices)'}"
+            f"{', '.join(t['state_objects']) or 'none (the robot state suffices)'}\n"
+            f"rewards (--task-reward):\n"
+            + "\n".join(f"  {k}: {v}" for k, v in t["rewards"].items())
         )
         console.print(Panel(Text(body), title=t["name"], expand=False))

@@ -1,16 +1,18 @@
-"""``robot-rl eval``: evaluate a run's latest checkpoint with the deterministic policy.
+"""``robot-rl eval``: evaluate a run's latest (or best) checkpoint with the deterministic policy.
 
 Rebuilds the env and agent from the run's ``config.json`` (written by ``robot-rl train``), loads
-the latest checkpoint and runs ``--episodes`` episodes (episode i resets with ``seed + i``; the
-default seeds are disjoint from training's and from the periodic evaluations'). ``--video``
-records the first ``--video-episodes`` episodes from ``--video-cameras`` (rendered out of band;
-they never enter the observation).
+the latest checkpoint (``--checkpoint best``: the one with the best periodic evaluation, see
+:mod:`robot_rl.learner.checkpoint`) and runs ``--episodes`` episodes (episode i resets with
+``seed + i``; the default seeds are disjoint from training's and from the periodic
+evaluations'). ``--video`` records the first ``--video-episodes`` episodes from
+``--video-cameras`` (rendered out of band; they never enter the observation).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,10 @@ class EvalCmdConfig:
 
     run: Path
     """Run directory written by robot-rl train."""
+    checkpoint: Literal["latest", "best"] = "latest"
+    """latest: the last checkpoint (what a resume continues from); best: the one whose
+    periodic evaluation scored highest (success rate, then return), kept when later ones are
+    worse."""
     episodes: int = 50
     """Number of episodes."""
     seed: int = 3_000_000
@@ -48,7 +54,8 @@ class EvalCmdConfig:
 
 def run_eval(cfg: EvalCmdConfig) -> dict:
     """Evaluate ``cfg.run``'s latest complete checkpoint (a damaged one is skipped with a
-    warning; ``checkpoints_skipped`` in the result says which); return the JSON-able result.
+    warning; ``checkpoints_skipped`` in the result says which), or its best one with
+    ``checkpoint="best"``; return the JSON-able result.
 
     Raises:
         FileNotFoundError: not a run directory, or no checkpoint yet.
@@ -56,7 +63,11 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     """
     from robot_rl.cli.factory import make_env_from_setup
     from robot_rl.cli.train import TrainCmdConfig, agent_factory, from_json, sac_config
-    from robot_rl.learner.checkpoint import checkpoint_candidates, load_latest_checkpoint
+    from robot_rl.learner.checkpoint import (
+        checkpoint_candidates,
+        load_best_checkpoint,
+        load_latest_checkpoint,
+    )
     from robot_rl.learner.evaluate import evaluate
     from robot_rl.learner.loop import read_run_config
     from robot_rl.learner.normalize import StateNormalizer
@@ -73,7 +84,10 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     try:
         adapter = ObsAdapter(env.observation_space)
         agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
-        restored = load_latest_checkpoint(cfg.run, agent)  # skips damaged ones, with a warning
+        if cfg.checkpoint == "best":
+            restored = load_best_checkpoint(cfg.run, agent)
+        else:
+            restored = load_latest_checkpoint(cfg.run, agent)  # skips damaged ones, warns
     except BaseException:
         env.close()
         backend.close()
@@ -126,6 +140,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         "obs": cmd.env.obs,
         "run": str(cfg.run),
         "checkpoint": str(ckpt),
+        "checkpoint_choice": cfg.checkpoint,
         "checkpoints_skipped": list(restored.skipped),
         "env_steps": state.env_steps,
         "updates": state.updates,
@@ -140,7 +155,8 @@ def print_report(result: dict) -> None:
     for why in result.get("checkpoints_skipped", []):
         print(f"skipped a damaged checkpoint: {why}")
     print(
-        f"eval {result['task']} ({result['obs']}) from {result['checkpoint']} "
+        f"eval {result['task']} ({result['obs']}) from the "
+        f"{result.get('checkpoint_choice', 'latest')} checkpoint {result['checkpoint']} "
         f"({result['env_steps']} env steps): success rate {result['success_rate']:.2f} over "
         f"{result['episodes']} episodes, mean return {result['mean_return']:.2f}, "
         f"mean length {result['mean_length']:.1f}"

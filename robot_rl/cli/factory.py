@@ -71,6 +71,9 @@ class WrapperConfig:
     object_state: tuple[str, ...] = ()
     """Entries of the task's privileged sim state to observe as state parts (ObjectState),
     e.g. ("cube_pos", "tcp_to_cube"); the task's privileged_spec lists what exists."""
+    success_reward: bool = False
+    """Replace the task's shaped reward with the binary success reward (SuccessReward: 1 on
+    a success step, else 0), the reward a real robot has."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gripper_threshold < 1.0:
@@ -278,6 +281,13 @@ def apply_wrappers(
             "install it with: pip install opencv-python-headless"
         ) from e
 
+    if cfg.success_reward:
+        if reward is not None:
+            raise ValueError(
+                "the sparse task reward and a learned reward (--reward) both replace the task's "
+                "reward: choose one"
+            )
+        env = w.SuccessReward(env)
     if cfg.object_state:
         specs = dict(object_specs or {})
         unknown = [n for n in cfg.object_state if n not in specs]

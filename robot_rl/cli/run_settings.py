@@ -72,6 +72,8 @@ class ActorEnvFlags:
     held at the task's fixed command and not in the policy's actions."""
     action_scale_m: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
     """TCP translation per step for an action of 1.0, metres."""
+    task_reward: Annotated[DisallowNone[Literal["shaped", "sparse"] | None], _FROM_LEARNER] = None
+    """shaped: the twin task's dense cost (privileged); sparse: 1 on success, else 0."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -129,6 +131,7 @@ def describe(env: LearnerEnvConfig) -> str:
         f"gripper={env.gripper}",
         f"action_scale_m={r['action_scale_m']}",
         f"max_episode_steps={r['max_episode_steps']}",
+        f"task_reward={env.task_reward}",
     ]
     return " ".join(parts)
 

@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from policies.config import EncoderConfig, SACConfig
-from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
+from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings, settings_difference
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
 from sim.human import HumanConfig, HumanRule
 
@@ -567,9 +567,9 @@ def load_demo_buffer(
         have, have_adim = log.layout, log.action_dim
     if check_settings and not same_data_settings(stored, env_cfg):
         raise ValueError(
-            f"demos {path} were collected with env settings {stored} but training uses "
-            f"{env_cfg.data_settings()}; collect with the same --obs/--cameras/--image-size/"
-            "--control-rotation or train with the demos' settings"
+            f"demos {path} were collected with other env settings than training's "
+            f"({settings_difference(stored, env_cfg)}); collect with the same --obs/--cameras/"
+            "--image-size/--control-rotation/--task-reward or train with the demos' settings"
         )
     diff = layout_difference(have, have_adim, layout, action_dim)
     if diff:
@@ -594,5 +594,13 @@ def print_report(result: dict) -> None:
             f"final eval: success rate {ev['success_rate']:.2f} over {ev['eval_episodes']} "
             f"episodes, mean return {ev['mean_return']:.2f}"
         )
+    best = result.get("best_eval")
+    if best and ev and best.get("env_steps") != ev.get("env_steps"):
+        print(
+            f"best eval: success rate {best['success_rate']:.2f} at {best['env_steps']} env "
+            f"steps (robot-rl eval --run {result.get('run_dir', 'RUN')} --checkpoint best)"
+        )
+    for w in result.get("reward_warnings") or []:
+        print(f"WARNING {w['message']}")
     print(f"learning curve: {result['learning_curve']}")
     print(f"checkpoint: {result['checkpoint']}", file=sys.stdout)

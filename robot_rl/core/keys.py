@@ -36,7 +36,7 @@ CAM_WRIST = "wrist"
 # to be correct (STYLE.md #6).
 INFO_SUCCESS = "is_success"  # bool, task success at this step
 INFO_TRUE_SUCCESS = "true_success"  # bool, the env's own success under a learned reward (truth)
-INFO_TASK_REWARD = "task_reward"  # float, the env's own reward under a learned reward (truth)
+INFO_TASK_REWARD = "task_reward"  # float, the env's own reward when another replaces it
 INFO_REWARD = "learned_reward"  # Dict: success_prob (NaN while pending), pending (bool)
 INFO_FAILURE = "is_failure"  # bool, task failure (e.g. object dropped off the table)
 INFO_PRIVILEGED = "privileged"  # Dict of sim-only truth; policies never read it

@@ -7,10 +7,18 @@ Layout under ``run/checkpoints/``::
         trainer_state.json       plus the trainer's counters and RNG states,
         checksums.json           and the size and sha256 of each of those files, written last)
     latest.json                 {"dir": "step_0000002000"}, replaced atomically last
+    best.json                   {"dir": ..., "env_steps", "success_rate", "mean_return"}: the
+                                checkpoint with the best evaluation so far (:func:`mark_best`)
 
 A checkpoint directory is complete before ``latest.json`` points at it, so a crash while
 writing leaves the previous checkpoint in force. The newest ``keep`` (2) complete ones are kept:
-the latest and the one before it (a damaged one is never deleted, nor counted).
+the latest and the one before it (a damaged one is never deleted, nor counted), and the best.
+
+The best checkpoint is the one whose evaluation had the highest success rate (ties: the higher
+mean return, then the earlier one): a run that learned and then lost it keeps what it had,
+and ``robot-rl eval --checkpoint best`` scores it on fresh episodes. It is chosen on the
+periodic evaluations' episodes, so its own evaluation figure is optimistic; the fresh episodes
+of ``robot-rl eval`` are not.
 
 Loading (:func:`load_latest_checkpoint`, used by resume and ``robot-rl eval``) verifies every
 file against ``checksums.json``; a truncated or altered file (a disk error, an interrupted copy)
@@ -40,6 +48,7 @@ from robot_rl.learner.rundir import write_json_atomic
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
+BEST = "best.json"
 TRAINER_STATE = "trainer_state.json"
 CHECKSUMS = "checksums.json"
 CHECKSUMS_FORMAT = 1
@@ -142,9 +151,11 @@ def save_checkpoint(run_dir: Path, agent: Any, state: TrainerState, keep: int = 
 def _prune(root: Path, name: str, keep: int) -> None:
     """Remove complete checkpoints older than ``name`` beyond the ``keep - 1`` newest. Damaged
     ones are never removed nor counted (a resume skipped them, see load_latest_checkpoint), so
-    the fallback kept is always a complete one; newer ones are left alone too."""
+    the fallback kept is always a complete one; newer ones and the best one are left alone."""
+    best = read_best(root.parent)
+    spared = best["dir"] if best else None
     complete = []
-    for p in sorted(p for p in _step_dirs(root) if p.name < name):
+    for p in sorted(p for p in _step_dirs(root) if p.name < name and p.name != spared):
         try:
             verify_checkpoint(p)
             complete.append(p)
@@ -152,6 +163,76 @@ def _prune(root: Path, name: str, keep: int) -> None:
             log.warning("%s; left in place (delete it once you no longer need it)", e)
     for p in complete[: max(0, len(complete) - (keep - 1))]:
         shutil.rmtree(p, ignore_errors=True)
+
+
+def eval_score(row: dict[str, Any]) -> tuple[float, float]:
+    """How evaluations rank for the best checkpoint: success rate, then mean return."""
+    return float(row["success_rate"]), float(row.get("mean_return", float("-inf")))
+
+
+def read_best(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``best.json`` record, or None (no evaluation yet, or the record is damaged:
+    then a warning, and the next evaluation writes a new one)."""
+    path = Path(run_dir) / CHECKPOINTS / BEST
+    if not path.exists():
+        return None
+    try:
+        best = json.loads(path.read_text())
+        eval_score(best)
+        str(best["dir"])
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("%s is damaged (%s); the next evaluation records a new best", path, e)
+        return None
+    return best
+
+
+def mark_best(run_dir: Path, ckpt: Path, row: dict[str, Any]) -> bool:
+    """Record ``ckpt`` (just saved, evaluated as ``row``) as the best checkpoint if its
+    evaluation beats the recorded best's (:func:`eval_score`; a tie keeps the earlier one).
+
+    Returns:
+        Whether ``ckpt`` is now the best.
+    """
+    if "success_rate" not in row:
+        return False
+    best = read_best(run_dir)
+    if best is not None and eval_score(row) <= eval_score(best):
+        if (Path(run_dir) / CHECKPOINTS / str(best["dir"])).is_dir():
+            return False  # (a best whose directory was deleted by hand is replaced)
+    record = {
+        "dir": Path(ckpt).name,
+        "env_steps": int(row["env_steps"]),
+        "success_rate": float(row["success_rate"]),
+        "mean_return": float(row.get("mean_return", float("nan"))),
+    }
+    write_json_atomic(Path(run_dir) / CHECKPOINTS / BEST, record, fsync=True)
+    return True
+
+
+def load_best_checkpoint(run_dir: Path, agent: Any) -> Restored:
+    """Load the run's best checkpoint (:func:`mark_best`) into ``agent``.
+
+    Raises:
+        CheckpointError: No best recorded yet (no evaluation with a success rate), or the best
+            checkpoint is damaged (the message says which file; ``--checkpoint latest`` still
+            works).
+    """
+    best = read_best(run_dir)
+    if best is None:
+        raise CheckpointError(
+            f"{Path(run_dir) / CHECKPOINTS} records no best checkpoint ({BEST}): the run has "
+            "no evaluation with a success rate yet. Use the latest checkpoint instead"
+        )
+    ckpt = Path(run_dir) / CHECKPOINTS / str(best["dir"])
+    try:
+        verified = verify_checkpoint(ckpt)
+        state = load_checkpoint(ckpt, agent, verified=verified)
+    except CorruptCheckpointError as e:
+        raise CheckpointError(
+            f"the best checkpoint is unusable: {e}. The latest checkpoint may still be "
+            "(--checkpoint latest)"
+        ) from e
+    return Restored(ckpt, state, verified)
 
 
 def _digest(path: Path) -> dict[str, Any]:

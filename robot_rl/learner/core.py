@@ -30,7 +30,9 @@ import torch
 from robot_rl.core.batch import ObsLayout
 from robot_rl.learner.checkpoint import (
     TrainerState,
+    eval_score,
     load_latest_checkpoint,
+    mark_best,
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
@@ -206,13 +208,17 @@ class LearnerCore:
             f.write(json.dumps(row) + "\n")
         rated = [e for e in self.evals if "success_rate" in e]
         if rated:
+            best = max(range(len(rated)), key=lambda i: (eval_score(rated[i]), -i))
             write_learning_curve(
                 self.run_dir / CURVE_PNG,
                 [e["env_steps"] for e in rated],
                 [e["success_rate"] for e in rated],
                 [e["mean_return"] for e in rated],
                 title=str(self.run_dir.name),
+                best_index=best,
             )
         st.evals += 1
         st.capture({"sample": self.sample_rng, **np_rngs}, torch_rngs)
-        save_checkpoint(self.run_dir, self.agent, st)
+        ckpt = save_checkpoint(self.run_dir, self.agent, st)
+        if mark_best(self.run_dir, ckpt, row):
+            tb.add_scalar("eval/best_success_rate", row["success_rate"], st.env_steps)

@@ -148,11 +148,16 @@ class EpisodeWriter:
         self._begin: dict[str, Any] = {}
         self._ret, self._len = 0.0, 0  # the env episode's written return and steps
         self._part_len = 0  # steps in the open log episode
+        self.episode_rewards: list[float] = []
+        """The written rewards of the current (or, in on_episode_end, the ending) env episode."""
+        self.episode_terminated = False
+        """Its last written step was terminal."""
 
     def write(self, item: Held) -> None:
         d = item.data
         if item.kind == "begin":
             self._begin, self._ret, self._len, self._part_len = d, 0.0, 0, 0
+            self.episode_rewards, self.episode_terminated = [], False
         elif item.kind == "step":
             if self._part_len == 0:
                 b = self._begin
@@ -166,6 +171,8 @@ class EpisodeWriter:
                     d["next_obs_learner"], d["terminated"], d["intervened"],
                 )  # fmt: skip
             self._ret += item.reward
+            self.episode_rewards.append(float(item.reward))
+            self.episode_terminated = bool(d["terminated"])
             self._len += 1
             self._part_len += 1
         elif self._len > 0:  # "end"; nothing to report if every step lost its reward label

@@ -56,6 +56,7 @@ confirmations and false ones against the twin's truth) go to tensorboard as ``re
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ import torch
 from robot_rl.actor.loop import Actor, ActorConfig, ActorStats, check_sources
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
-from robot_rl.learner.checkpoint import latest_checkpoint
+from robot_rl.learner.checkpoint import latest_checkpoint, read_best
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.core import LearnerCore
 from robot_rl.learner.evaluate import ActionMap
@@ -84,6 +85,7 @@ from robot_rl.learner.rundir import (
     read_run_config,
     take_control_command,
 )
+from robot_rl.learner.traps import RewardTrapCheck
 from robot_rl.replay import EpisodeLog, ObsAdapter, ReplayBuffer
 
 __all__ = [
@@ -107,6 +109,11 @@ class TrainResult:
     final_eval: dict
     learning_curve: str
     checkpoint: str
+    best_eval: dict | None = None
+    """The best checkpoint's record (``checkpoints/best.json``: dir, env_steps, success_rate,
+    mean_return), or None without an evaluation."""
+    reward_warnings: list[dict] = dataclasses.field(default_factory=list)
+    """Reward traps detected in the run's episodes (:mod:`robot_rl.learner.traps`)."""
 
 
 class Trainer:
@@ -179,6 +186,10 @@ class Trainer:
             cfg, make_agent, self.layout, self.action_dim, self.run_dir, demos, device, room
         )
         self.router = self.core.router()
+        gamma = float(getattr(getattr(self.agent, "cfg", None), "gamma", 0.99))
+        self.traps = RewardTrapCheck(gamma, cfg.reward_offset)
+        """The reward-trap check (:mod:`robot_rl.learner.traps`); ``traps.warnings`` lists what
+        it found (also in the result, tensorboard text and the log)."""
         self.act_gen = torch.Generator().manual_seed(cfg.seed + 3)  # policy noise
         self.actor: Actor | None = None
         self._open = False  # the actor's log is open (open() until run() ends)
@@ -314,6 +325,8 @@ class Trainer:
             final_eval=last,
             learning_curve=str(self.run_dir / CURVE_PNG),
             checkpoint=str(ckpt) if ckpt else "",
+            best_eval=read_best(self.run_dir),
+            reward_warnings=[w.as_dict() for w in self.traps.warnings],
         )
 
     def _learn(self, done: bool) -> None:
@@ -354,6 +367,10 @@ class Trainer:
                 tb.add_scalar(f"reward/{k}", float(v), step)
             tb.add_scalar("reward/dropped_steps", self.held.dropped, step)
         self._bar.episode(ep_ret, success, meta.get("intervention_rate"))
+        w = self.actor.writer if self.actor is not None else None
+        if w is not None:
+            for trap in self.traps.episode(w.episode_rewards, w.episode_terminated, success, step):
+                tb.add_text("warnings/reward_trap", trap.message, step)  # (and logged)
 
     def to_agent_obs(self, obs: Mapping) -> Mapping:
         """Env observation -> what the agent reads (learner layout, state normalised)."""

@@ -12,6 +12,7 @@ def write_learning_curve(
     success_rate: Sequence[float],
     mean_return: Sequence[float],
     title: str = "",
+    best_index: int | None = None,
 ) -> None:
     """Write a two-panel PNG (success rate; mean return) vs env steps to ``path`` atomically.
 
@@ -21,6 +22,8 @@ def write_learning_curve(
         success_rate: (N,) eval success rate in [0, 1].
         mean_return: (N,) eval mean episode return.
         title: Figure title (e.g. task and run name).
+        best_index: The evaluation of the best checkpoint (``eval --checkpoint best``), marked
+            with a star beside the final one (``--checkpoint latest``); None: no marks.
     """
     import matplotlib
 
@@ -30,6 +33,17 @@ def write_learning_curve(
     fig = Figure(figsize=(8, 3.2), dpi=100)
     ax_s, ax_r = fig.subplots(1, 2)
     ax_s.plot(env_steps, success_rate, marker="o")
+    if best_index is not None and len(env_steps) > 0:
+        b = int(best_index)
+        ax_s.plot(
+            [env_steps[b]], [success_rate[b]], marker="*", markersize=16, color="tab:green",
+            linestyle="none", label=f"best {success_rate[b]:.2f} @ {env_steps[b]}",
+        )  # fmt: skip
+        ax_s.plot(
+            [env_steps[-1]], [success_rate[-1]], marker="s", markersize=9, color="tab:red",
+            linestyle="none", label=f"latest {success_rate[-1]:.2f} @ {env_steps[-1]}",
+        )  # fmt: skip
+        ax_s.legend(loc="lower right", fontsize=8)
     ax_s.set_ylim(-0.02, 1.02)
     ax_s.set_xlabel("env steps")
     ax_s.set_ylabel("eval success rate")

@@ -7,7 +7,7 @@ successive observations: whatever they modify is a new array.
 
 Typical stack, innermost first (see ``robot_rl.cli.factory``)::
 
-    RobotEnv -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
+    RobotEnv -> SuccessReward -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
              -> ImageCropResize -> LearnedReward -> FlattenState -> TimeLimit
              -> Intervention (outermost)
 """
@@ -20,6 +20,7 @@ from robot_rl.wrappers.intervention import Intervention, InterventionConfig
 from robot_rl.wrappers.learned_reward import LearnedReward
 from robot_rl.wrappers.object_state import ObjectState, ObjectStateMissingError
 from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
+from robot_rl.wrappers.success_reward import SuccessReward
 from robot_rl.wrappers.time_limit import TimeLimit
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ObjectState",
     "ObjectStateMissingError",
     "RelativeFrame",
+    "SuccessReward",
     "TimeLimit",
     "base_to_ee_action",
     "crop_resize",

@@ -23,6 +23,7 @@ from robot_rl.learner.checkpoint import (
     TrainerState,
     latest_checkpoint,
     load_latest_checkpoint,
+    read_best,
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
@@ -239,9 +240,15 @@ def test_eval_cli_uses_the_previous_checkpoint_and_says_so(tmp_path, capsys):
     (why,) = got["checkpoints_skipped"]
     assert str(_dir(run, 20) / "weights.safetensors") in why
     _flip(_dir(run, 10) / "optim.safetensors")
+    # the best evaluation's checkpoint is kept too (checkpoint.mark_best): damage it as well
+    best = run / "checkpoints" / read_best(run)["dir"]
+    if best not in (_dir(run, 10), _dir(run, 20)):
+        _flip(best / "optim.safetensors")
     assert main(["eval", "--run", str(run), "--episodes", "1"]) == 2
     err = capsys.readouterr().err
     assert "CheckpointError" in err and "has no complete checkpoint" in err
     assert str(_dir(run, 10) / "optim.safetensors") in err
     _flip(_dir(run, 10) / "optim.safetensors")  # flipped back: as before the test
+    if best not in (_dir(run, 10), _dir(run, 20)):
+        _flip(best / "optim.safetensors")
     assert tree_digest(run / "checkpoints") == before
