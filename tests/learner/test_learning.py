@@ -97,4 +97,3 @@ def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
     distinct = len(env.cameras) * (train_rows + demo_rows + eval_rows)
     assert feats.frames_encoded <= distinct, (feats.frames_encoded, distinct)
     assert feats.frames_encoded >= 0.9 * distinct  # and it did encode them
-
