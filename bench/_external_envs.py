@@ -1,0 +1,263 @@
+"""Manipulation tasks from public suites on PyPI, for ``bench/sparse_suite.py``: envs we did not
+write, trained through the Python Trainer API as a user would.
+
+- ``fetch_pick_place``: gymnasium-robotics ``FetchPickAndPlace-v4`` with its native sparse
+  reward (-1 per step, 0 when the object is within 5 cm of the goal; no termination, 50-step
+  episodes). The observation is a goal-env Dict (``observation``, ``achieved_goal``,
+  ``desired_goal``), which ``ObsAdapter`` flattens as is.
+- ``metaworld_pick_place``: Meta-World ``pick-place-v3`` (MT1) with the sparse success reward
+  (1 on success, else 0, :class:`robot_rl.wrappers.SuccessReward` over its ``info["success"]``)
+  and termination on success, 200-step episodes; its 39-dim observation becomes ``state``.
+
+Install: ``pip install -c <pins> gymnasium-robotics==1.4.2 metaworld==3.0.0`` where the pins
+hold this repo's ``mujoco==3.17.0`` and numpy / gymnasium (metaworld 3.1.1 pins mujoco 3.3.0).
+
+Both packages predate mujoco 3.17 in one place each, patched here at import (our own code, in
+the bench only): gymnasium-robotics' joint helpers compare a mujoco enum with ``np.int32``
+(False since mujoco 3.12's pybind11, so an assert fires), and Meta-World writes 11 values into
+a weld constraint's ``eq_data`` row, which has 12 since mujoco 3.4.
+
+Demonstrations come from scripted experts: our own for Fetch (above the object, down, close,
+carry to the goal), Meta-World's own policy class for its task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+EXTERNAL_TASKS = ("fetch_pick_place", "metaworld_pick_place")
+
+
+def _patch_gymnasium_robotics() -> None:
+    """Joint qpos/qvel helpers that compare joint types as ints (see the module docstring)."""
+    import mujoco
+    from gymnasium_robotics.utils import mujoco_utils as mu
+
+    if getattr(mu, "_robot_rl_patched", False):
+        return
+    jt = mujoco.mjtJoint
+    widths = {
+        int(jt.mjJNT_FREE): (7, 6),
+        int(jt.mjJNT_BALL): (4, 3),
+        int(jt.mjJNT_HINGE): (1, 1),
+        int(jt.mjJNT_SLIDE): (1, 1),
+    }
+
+    def span(model, name: str, vel: bool) -> slice:
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if jid < 0:
+            raise KeyError(f"joint {name!r} is not in the model")
+        start = int(model.jnt_dofadr[jid] if vel else model.jnt_qposadr[jid])
+        return slice(start, start + widths[int(model.jnt_type[jid])][int(vel)])
+
+    def setter(vel: bool) -> Callable:
+        def set_joint(model, data, name, value):
+            s = span(model, name, vel)
+            (data.qvel if vel else data.qpos)[s] = np.asarray(value, dtype=np.float64)
+
+        return set_joint
+
+    def getter(vel: bool) -> Callable:
+        def get_joint(model, data, name):
+            return (data.qvel if vel else data.qpos)[span(model, name, vel)].copy()
+
+        return get_joint
+
+    mu.set_joint_qpos, mu.set_joint_qvel = setter(False), setter(True)
+    mu.get_joint_qpos, mu.get_joint_qvel = getter(False), getter(True)
+    mu._robot_rl_patched = True
+
+
+def _patch_metaworld() -> None:
+    """Weld resets that write only the 11 values Meta-World knows (module docstring)."""
+    import mujoco
+    from metaworld import sawyer_xyz_env as sx
+
+    if getattr(sx, "_robot_rl_patched", False):
+        return
+    weld = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0])
+
+    def reset_mocap_welds(self) -> None:
+        m = self.model
+        if m.nmocap > 0 and m.eq_data is not None:
+            for i in range(m.eq_data.shape[0]):
+                if int(m.eq_type[i]) == int(mujoco.mjtEq.mjEQ_WELD):
+                    m.eq_data[i, : weld.size] = weld
+
+    sx.SawyerMocapBase.reset_mocap_welds = reset_mocap_welds
+    sx._robot_rl_patched = True
+
+
+class FetchExpert:
+    """Scripted FetchPickAndPlace: above the object (open), down, close, carry to the goal."""
+
+    def reset(self) -> None:
+        self.phase, self.t = 0, 0
+
+    def act(self, obs: dict) -> np.ndarray:
+        o, goal = obs["observation"], obs["desired_goal"]
+        grip, obj = o[0:3], o[3:6]
+        a = np.zeros(4)
+        if self.phase == 0:  # above the object, gripper open
+            d = obj + np.array([0.0, 0.0, 0.05]) - grip
+            a[:3], a[3] = 10 * d, 1.0
+            self.phase += bool(np.linalg.norm(d) < 0.01)
+        elif self.phase == 1:  # down to it
+            d = obj - grip
+            a[:3], a[3] = 10 * d, 1.0
+            self.phase += bool(np.linalg.norm(d) < 0.01)
+        elif self.phase == 2:  # close for a few steps
+            a[3] = -1.0
+            self.t += 1
+            self.phase += self.t > 4
+        else:  # carry the object to the goal
+            a[:3], a[3] = 10 * (goal - obj), -1.0
+        a[:3] = np.clip(a[:3], -1.0, 1.0)
+        return a.astype(np.float32)
+
+
+class _MetaWorldSuccess(gym.Wrapper):
+    """Meta-World's 39-dim Box observation as ``{"state": ...}`` and ``info["success"]`` as
+    ``info["is_success"]`` (the key robot_rl's SuccessReward and evaluation read)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        box = env.observation_space
+        self.observation_space = gym.spaces.Dict(
+            {"state": gym.spaces.Box(-np.inf, np.inf, box.shape, np.float32)}
+        )
+
+    def _obs(self, o: np.ndarray) -> dict:
+        return {"state": np.asarray(o, dtype=np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        o, info = self.env.reset(seed=seed, options=options)
+        self.last_raw = o
+        return self._obs(o), {**info, "is_success": False}
+
+    def step(self, action):
+        o, r, term, trunc, info = self.env.step(action)
+        self.last_raw = o
+        return self._obs(o), r, term, trunc, {**info, "is_success": bool(info["success"] > 0)}
+
+
+class MetaWorldExpert:
+    """Meta-World's own scripted policy for the task, on the raw observation."""
+
+    def __init__(self, env: gym.Env, policy: Any) -> None:
+        self.env, self.policy = env, policy
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: dict) -> np.ndarray:
+        raw = _find(self.env, _MetaWorldSuccess).last_raw
+        return np.clip(self.policy.get_action(raw), -1.0, 1.0).astype(np.float32)
+
+
+def _find(env: gym.Env, cls: type) -> Any:
+    e = env
+    while not isinstance(e, cls):
+        e = e.env
+    return e
+
+
+@dataclass(frozen=True)
+class ExternalTask:
+    """An external env factory and its scripted expert."""
+
+    name: str
+    make: Callable[[int], gym.Env]
+    """seed -> a new env (the seed fixes the task's randomisation where reset(seed) does not)."""
+    expert: Callable[[gym.Env], Any]
+    """env -> an expert with reset() and act(obs)."""
+    reward: str
+    """What the reward is, for the report."""
+
+
+def _make_fetch(seed: int) -> gym.Env:
+    import gymnasium_robotics
+
+    gym.register_envs(gymnasium_robotics)
+    _patch_gymnasium_robotics()
+    return gym.make("FetchPickAndPlace-v4")
+
+
+def _make_metaworld(seed: int) -> gym.Env:
+    import metaworld
+
+    from robot_rl.wrappers import SuccessReward
+
+    del metaworld  # registers the Meta-World ids
+    _patch_metaworld()
+    env = gym.make(
+        "Meta-World/MT1",
+        env_name="pick-place-v3",
+        seed=seed,
+        max_episode_steps=200,
+        terminate_on_success=True,
+    )
+    return SuccessReward(_MetaWorldSuccess(env))
+
+
+def _metaworld_expert(env: gym.Env) -> MetaWorldExpert:
+    from metaworld.policies import SawyerPickPlaceV3Policy
+
+    return MetaWorldExpert(env, SawyerPickPlaceV3Policy())
+
+
+TASKS = {
+    "fetch_pick_place": ExternalTask(
+        "fetch_pick_place",
+        _make_fetch,
+        lambda env: FetchExpert(),
+        "native sparse: -1 per step, 0 with the object within 5 cm of the goal; no termination",
+    ),
+    "metaworld_pick_place": ExternalTask(
+        "metaworld_pick_place",
+        _make_metaworld,
+        _metaworld_expert,
+        "sparse success: 1 on success (which ends the episode), else 0",
+    ),
+}
+
+
+def expert_demos(task: ExternalTask, env: gym.Env, episodes: int, seed: int) -> Any:
+    """A demo ReplayBuffer of ``episodes`` successful expert episodes (learner layout,
+    policy-space actions); failed attempts are skipped (at most 3x as many tried)."""
+    from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.replay import ObsAdapter, ReplayBuffer
+
+    adapter, amap = ObsAdapter(env.observation_space), ActionMap(env.action_space)
+    expert = task.expert(env)
+    steps: list[tuple] = []
+    kept = tried = 0
+    limit = getattr(env.spec, "max_episode_steps", None) or 500
+    while kept < episodes and tried < 3 * episodes:
+        obs, info = env.reset(seed=seed + tried)
+        expert.reset()
+        tried += 1
+        ep, success = [], False
+        for _ in range(limit):
+            a = expert.act(obs)
+            nxt, r, term, trunc, info = env.step(a)
+            ep.append((adapter.to_learner(obs), amap.to_policy(a), float(r),
+                       adapter.to_learner(nxt), bool(term)))  # fmt: skip
+            success = success or bool(info.get("is_success", False))
+            obs = nxt
+            if term or trunc:
+                break
+        if success:
+            steps += ep
+            kept += 1
+    if kept < episodes:
+        raise RuntimeError(f"the {task.name} expert succeeded in only {kept} of {tried} episodes")
+    buf = ReplayBuffer(len(steps), adapter.layout, amap.dim, "cpu")
+    for o, a, r, n, t in steps:
+        buf.add(o, a, r, n, t, False)
+    return buf

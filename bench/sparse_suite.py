@@ -1,0 +1,347 @@
+"""Sparse-reward suite: tasks x agent configs x seeds, the learner where the robot is.
+
+Every task here learns from a binary success reward and a few scripted demos, with no shaped
+reward and (unless named ``+human``) no human:
+
+- twin ``pick_cube``, ``reach``, ``peg_insert`` with ``--task-reward sparse`` (1 on success,
+  else 0), through ``robot-rl train``'s application functions (collect, train); ``peg_insert+human``
+  adds the simulated human (HIL-SERL interventions);
+- ``fetch_pick_place`` (gymnasium-robotics) and ``metaworld_pick_place`` (Meta-World), envs we did
+  not write, through the Python ``Trainer`` API (``bench/_external_envs.py``).
+
+Configs are named agent settings (``CONFIGS``): ``previous`` is the agent ``robot-rl train``
+used before stage 9, ``default`` whatever it uses now; the others are the candidates measured.
+Each run appends one JSON record to ``--jsonl`` as soon as it ends (config, machine, curve,
+steps to 80% / 90%, best and final success, wall time), so a long suite survives interruption;
+``--summarize`` reads the records and prints one JSON object per (task, config) with the
+aggregates, writes ``--plot`` (one panel per task) and prints a markdown table on stderr.
+
+    python bench/sparse_suite.py --tasks pick_cube --configs previous default --seeds 3 \
+        --jsonl bench/results/sparse_suite.jsonl --jobs 2
+    python bench/sparse_suite.py --summarize --jsonl bench/results/sparse_suite.jsonl \
+        --plot bench/results/sparse_suite.png
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sample_efficiency import machine_info  # noqa: E402
+
+TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human")
+
+CONFIGS: dict[str, dict] = {
+    # robot-rl train's agent before stage 9 (SACConfig with init_temperature 0.1).
+    "previous": {"init_temperature": 0.1, "backup_entropy": True, "num_critics": 2},
+    # no entropy bonus in the critic's target and a small initial temperature (HIL-SERL's
+    # real-robot setting: backup_entropy False, temperature_init 1e-2)
+    "no_backup_entropy": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 2},
+    # the same with RLPD's / HIL-SERL's 10-critic ensemble (min over a random 2)
+    "ensemble10": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 10},
+    # whatever robot-rl train uses today (no overrides)
+    "default": {},
+}
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """What to run (or, with --summarize, what to report)."""
+
+    tasks: tuple[str, ...] = ("pick_cube",)
+    """Twin tasks (pick_cube, reach, peg_insert, peg_insert+human) and external ones
+    (fetch_pick_place, metaworld_pick_place)."""
+    configs: tuple[str, ...] = ("previous", "default")
+    """Agent configs by name (CONFIGS)."""
+    seeds: int = 3
+    """Seeds first_seed .. first_seed + seeds - 1 per task and config."""
+    first_seed: int = 0
+    steps: int | None = None
+    """Env steps per run (None: per task, STEPS)."""
+    demos: int = 20
+    """Scripted demo episodes per run."""
+    eval_every: int = 2000
+    eval_episodes: int = 10
+    jobs: int = 1
+    """Runs in parallel (each in its own process with --num-threads torch threads)."""
+    num_threads: int = 1
+    jsonl: Path = Path("sparse_suite.jsonl")
+    """Append one record per finished run here (and read them with --summarize)."""
+    summarize: bool = False
+    """Only read --jsonl and report (JSON per task and config, markdown table, --plot)."""
+    plot: Path | None = None
+    keep_runs: Path | None = None
+    """Keep the run directories here (None: temporary)."""
+    single: str | None = None
+    """Internal: run one "task,config,seed" and print its record."""
+
+
+STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+human": 10_000,
+         "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000}  # fmt: skip
+
+
+def _sac(name: str):
+    from robot_rl.cli.train import TrainCmdConfig
+
+    base = TrainCmdConfig(run=Path("unused")).sac  # robot-rl train's agent
+    if name not in CONFIGS:
+        raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+    return dataclasses.replace(base, **CONFIGS[name])
+
+
+def _curve_figures(curve: list[tuple[int, float]]) -> dict:
+    def first(t: float) -> int | None:
+        return next((s for s, r in curve if r >= t), None)
+
+    rates = [r for _, r in curve]
+    return {
+        "curve": curve,
+        "steps_to_80": first(0.8),
+        "steps_to_90": first(0.9),
+        "best_success": max(rates),
+        "final_success": rates[-1],
+    }
+
+
+def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
+    from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.cli.train import TrainCmdConfig, run_train
+
+    name, human = task.split("+")[0], "sim" if task.endswith("+human") else "none"
+    env = LearnerEnvConfig(task=name, obs="state", task_reward="sparse")
+    demos = root / "demos.zarr"
+    run_collect(
+        CollectConfig(env=env, out=demos, episodes=cfg.demos, seed=2_000_000 + 1000 * seed),
+        progress=False,
+    )
+    cmd = TrainCmdConfig(
+        run=root / "run", env=env, demos=demos, steps=cfg.steps or STEPS[task], seed=seed,
+        eval_every_steps=cfg.eval_every, eval_episodes=cfg.eval_episodes,
+        num_threads=cfg.num_threads, progress=False, human=human, sac=_sac(config),
+    )  # fmt: skip
+    res = run_train(cmd)
+    evals = [json.loads(s) for s in (root / "run" / "eval.jsonl").read_text().splitlines()]
+    out = _curve_figures([(e["env_steps"], e["success_rate"]) for e in evals])
+    out.update(updates=res["updates"], reward_warnings=res["reward_warnings"])
+    if human != "none":
+        out.update(interventions=res["interventions"], intervened_steps=res["intervened_steps"])
+    return out
+
+
+def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
+    import _external_envs as ext
+
+    from policies.sac import SACAgent
+    from robot_rl.learner.config import TrainConfig
+    from robot_rl.learner.loop import Trainer
+
+    spec = ext.TASKS[task]
+    env, eval_env = spec.make(seed), spec.make(seed + 10_000)
+    demos = ext.expert_demos(spec, spec.make(seed + 20_000), cfg.demos, seed=2_000_000 + seed)
+    sac = _sac(config)
+    tcfg = TrainConfig(
+        total_env_steps=cfg.steps or STEPS[task], seed=seed, eval_every_steps=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes, num_threads=cfg.num_threads, progress=False,
+        eval_seed=1_000_000,
+    )  # fmt: skip
+
+    def make_agent(layout, action_dim):
+        return SACAgent(layout, action_dim, sac, seed=seed)
+
+    res = Trainer(env, eval_env, tcfg, make_agent, root / "run", demos=demos).run()
+    evals = [json.loads(s) for s in (root / "run" / "eval.jsonl").read_text().splitlines()]
+    out = _curve_figures([(e["env_steps"], e["success_rate"]) for e in evals])
+    out.update(updates=res.updates, reward_warnings=res.reward_warnings, reward=spec.reward)
+    return out
+
+
+def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
+    from robot_rl.cli.main import configure_headless_gl
+
+    configure_headless_gl()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) if cfg.keep_runs is None else cfg.keep_runs / f"{task}_{config}_{seed}"
+        root.mkdir(parents=True, exist_ok=True)
+        fn = run_twin if task in TWIN_TASKS else run_external
+        figures = fn(task, config, seed, cfg, root)
+    return {
+        "benchmark": "sparse_suite",
+        "task": task,
+        "config": config,
+        "seed": seed,
+        "agent_overrides": CONFIGS[config],
+        "settings": {
+            "steps": cfg.steps or STEPS[task],
+            "demos": cfg.demos,
+            "eval_every": cfg.eval_every,
+            "eval_episodes": cfg.eval_episodes,
+            "num_threads": cfg.num_threads,
+            "task_reward": "sparse",
+        },  # fmt: skip
+        "machine": machine_info(),
+        "wall_s": time.perf_counter() - t0,
+        **figures,
+    }
+
+
+def run_suite(cfg: SuiteConfig) -> None:
+    """Every (task, config, seed) not yet in --jsonl, up to --jobs at a time."""
+    done = {(r["task"], r["config"], r["seed"]) for r in _records(cfg.jsonl)}
+    todo = [
+        (t, c, s)
+        for s in range(cfg.first_seed, cfg.first_seed + cfg.seeds)
+        for t in cfg.tasks
+        for c in cfg.configs
+        if (t, c, s) not in done
+    ]
+    for c in cfg.configs:
+        if c not in CONFIGS:
+            raise SystemExit(f"unknown config {c!r}; known: {', '.join(CONFIGS)}")
+    from rich.progress import Progress
+
+    running: list[tuple[tuple, subprocess.Popen]] = []
+    base = [sys.executable, __file__, "--jsonl", str(cfg.jsonl), "--demos", str(cfg.demos),
+            "--eval-every", str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes),
+            "--num-threads", str(cfg.num_threads)]  # fmt: skip
+    if cfg.steps is not None:
+        base += ["--steps", str(cfg.steps)]
+    if cfg.keep_runs is not None:
+        base += ["--keep-runs", str(cfg.keep_runs)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(cfg.num_threads)}
+    with Progress(transient=False) as bar:
+        job = bar.add_task(f"sparse suite ({len(todo)} runs)", total=len(todo))
+        while todo or running:
+            while todo and len(running) < cfg.jobs:
+                key = todo.pop(0)
+                argv = [*base, "--single", ",".join(map(str, key))]
+                running.append((key, subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)))
+            time.sleep(1.0)
+            for item in list(running):
+                key, proc = item
+                if proc.poll() is None:
+                    continue
+                running.remove(item)
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                bar.advance(job)
+                if proc.returncode != 0:
+                    bar.console.print(f"{key}: FAILED (exit {proc.returncode})")
+                    continue
+                rec = json.loads(out.strip().splitlines()[-1])
+                with open(cfg.jsonl, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                bar.console.print(
+                    f"{key}: best {rec['best_success']:.2f} final {rec['final_success']:.2f} "
+                    f"90% at {rec['steps_to_90']} ({rec['wall_s'] / 60:.1f} min)"
+                )
+
+
+def _records(path: Path) -> list[dict]:
+    if not Path(path).exists():
+        return []
+    return [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+
+
+def summarize(cfg: SuiteConfig) -> list[dict]:
+    """One aggregate per (task, config) of the records in --jsonl; the table; the plot."""
+    import numpy as np
+
+    recs = _records(cfg.jsonl)
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in recs:
+        groups.setdefault((r["task"], r["config"]), []).append(r)
+    out = []
+    for (task, config), rs in sorted(groups.items()):
+        rs = sorted(rs, key=lambda r: r["seed"])
+        to90 = [r["steps_to_90"] for r in rs]
+        to80 = [r["steps_to_80"] for r in rs]
+        out.append({
+            "benchmark": "sparse_suite_summary",
+            "task": task,
+            "config": config,
+            "agent_overrides": rs[0]["agent_overrides"],
+            "settings": rs[0]["settings"],
+            "machine": rs[0]["machine"],
+            "seeds": [r["seed"] for r in rs],
+            "steps_to_90": to90,
+            "steps_to_80": to80,
+            "solved_90": sum(s is not None for s in to90),
+            "best_success": [r["best_success"] for r in rs],
+            "final_success": [r["final_success"] for r in rs],
+            "final_within_0.1_of_best": all(
+                r["final_success"] >= r["best_success"] - 0.1 for r in rs
+            ),
+            "mean_wall_min": float(np.mean([r["wall_s"] for r in rs]) / 60),
+        })  # fmt: skip
+    lines = ["| task | config | seeds | 90% at (env steps) | best | final | wall min |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s in out:
+        fmt = ", ".join("-" if x is None else f"{x / 1000:g}k" for x in s["steps_to_90"])
+        lines.append(
+            f"| {s['task']} | {s['config']} | {len(s['seeds'])} | {fmt} | "
+            f"{', '.join(f'{x:.1f}' for x in s['best_success'])} | "
+            f"{', '.join(f'{x:.1f}' for x in s['final_success'])} | {s['mean_wall_min']:.0f} |"
+        )
+    print("\n".join(lines), file=sys.stderr)
+    if cfg.plot is not None:
+        _plot(cfg.plot, recs)
+    return out
+
+
+def _plot(path: Path, recs: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    tasks = sorted({r["task"] for r in recs})
+    configs = sorted({r["config"] for r in recs})
+    colors = {c: f"C{i}" for i, c in enumerate(configs)}
+    fig = Figure(figsize=(4.2 * len(tasks), 3.4), dpi=100)
+    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    for ax, task in zip(axes, tasks, strict=True):
+        for r in (r for r in recs if r["task"] == task):
+            xs, ys = zip(*r["curve"], strict=True)
+            label = r["config"] if r["seed"] == min(
+                q["seed"] for q in recs if q["task"] == task and q["config"] == r["config"]
+            ) else None  # fmt: skip
+            ax.plot(xs, ys, color=colors[r["config"]], alpha=0.8, marker=".", label=label)
+        ax.axhline(0.9, color="grey", linestyle="--", linewidth=1)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(f"{task} (sparse reward)")
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    axes[0].set_ylabel("eval success rate")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tyro
+
+    cfg = tyro.cli(SuiteConfig, args=argv)
+    if cfg.single is not None:
+        import torch
+
+        torch.set_num_threads(cfg.num_threads)
+        task, config, seed = cfg.single.split(",")
+        print(json.dumps(run_one(task, config, int(seed), cfg)), flush=True)
+        return 0
+    if not cfg.summarize:
+        run_suite(cfg)
+    for s in summarize(cfg):
+        print(json.dumps(s))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
