@@ -126,6 +126,9 @@ def test_envs_json_lists_pick_cube_with_specs():
     assert (pick["action_scale_m"], pick["learner_fixed_gripper"]) == (0.02, None)
     peg = tasks["peg_insert"]
     assert (peg["action_scale_m"], peg["learner_fixed_gripper"]) == (0.01, 1.0)
+    for t in tasks.values():  # the shaped cost is marked privileged, the sparse one is not
+        assert t["rewards"]["shaped"].startswith("privileged")
+        assert "privileged" not in t["rewards"]["sparse"]
 
 
 def test_configure_headless_gl_respects_explicit_choice():
