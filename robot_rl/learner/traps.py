@@ -58,8 +58,8 @@ class RewardTrapCheck:
     """
 
     def __init__(self, gamma: float, reward_offset: float = 0.0, near_steps: int = 5) -> None:
-        if not 0.0 <= gamma < 1.0:
-            raise ValueError(f"gamma must be in [0, 1), got {gamma}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
         if near_steps < 1:
             raise ValueError(f"near_steps must be >= 1, got {near_steps}")
         self.gamma, self.offset, self.near_steps = float(gamma), float(reward_offset), near_steps
@@ -89,7 +89,7 @@ class RewardTrapCheck:
         body, final = r[:-1], r[-1]
         self._sum += sum(body)
         self._count += len(body)
-        horizon = 1.0 / (1.0 - self.gamma)
+        horizon = math.inf if self.gamma == 1.0 else 1.0 / (1.0 - self.gamma)
         new: list[TrapWarning] = []
         if terminated and success and body and not self._warned(SUCCESS_TRAP):
             near = body[-self.near_steps :]

@@ -94,10 +94,15 @@ def test_the_check_compares_the_terminal_reward_with_carrying_on():
     assert check.episode([-1.0] * 4 + [-20.0], terminated=True, success=False) == []
     got = check.episode([-1.0] * 4 + [-5.0], terminated=True, success=False)
     assert [w.trap for w in got] == [FAILURE_TRAP]
+    # undiscounted: any bonus outweighs finishing, any terminal reward beats an endless cost
+    check = RewardTrapCheck(gamma=1.0)
+    assert [w.trap for w in check.episode([0.01] * 5 + [100.0], True, True)] == [SUCCESS_TRAP]
+    check = RewardTrapCheck(gamma=1.0)
+    assert [w.trap for w in check.episode([-0.01] * 5 + [-100.0], True, False)] == [FAILURE_TRAP]
 
 
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="gamma"):
-        RewardTrapCheck(gamma=1.0)
+        RewardTrapCheck(gamma=1.5)
     with pytest.raises(ValueError, match="near_steps"):
         RewardTrapCheck(gamma=0.99, near_steps=0)
