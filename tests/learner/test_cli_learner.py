@@ -48,7 +48,9 @@ def test_collect_train_eval(tmp_path, capsys):
         "--json",
     ]
     assert main([*args[:-1], "--control-rotation"]) == 2
-    assert "collected with env settings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "collected with other env settings" in err
+    assert "control_rotation: False in the data, True here" in err  # says what differs
     assert not run.exists() or not (run / "config.json").exists()
 
     assert main(args) == 0
