@@ -135,6 +135,8 @@ class ArmBridge:
         self.last_executed: ArmCommand | None = None
         """The last command handed to ``backend.command`` (after safety)."""
         self.watchdog_holds = 0
+        self.last_watchdog_hold_s: float | None = None
+        """``now_s`` of the tick at which the watchdog last held the arm (None: never)."""
         self.rejected = 0
         self.recoveries = 0
         self.clipped = {"box": 0, "step": 0, "rotation": 0}
@@ -271,6 +273,7 @@ class ArmBridge:
                 return False
         if self.watchdog.expired(now_s):
             self.watchdog_holds += 1
+            self.last_watchdog_hold_s = now_s
             self.watchdog.reset()
             self._pending_pose = None
             self.backend.hold()
@@ -516,8 +519,8 @@ class ArmBridge:
         return self._estop
 
     def status(self) -> dict:
-        """The bridge status JSON object of the contract (plus ``last_command_s`` and
-        ``executed_pose``: the last target sent to the backend, after the safety clip, or None)."""
+        """The bridge status JSON object of the contract (plus ``last_command_s``,
+        ``last_watchdog_hold_s`` and ``executed_pose``: the last target sent to the backend, after the safety clip, or None)."""
         executed = self.last_executed
         return {
             "stamp_s": float(self._stamp_s),
@@ -528,5 +531,6 @@ class ArmBridge:
             "last_error": self.last_error,
             "recoveries": self.recoveries,
             "last_command_s": self.last_command_s,
+            "last_watchdog_hold_s": self.last_watchdog_hold_s,
             "executed_pose": None if executed is None else [float(v) for v in executed.target_pose],
         }

@@ -330,6 +330,9 @@ def test_status_matches_contract_schema():
         "rejected",
         "last_error",
         "recoveries",
+        "last_command_s",
+        "last_watchdog_hold_s",
+        "executed_pose",
     }
     assert set(s["clipped"]) == {"box", "step", "rotation"}
 
@@ -402,6 +405,7 @@ def test_twin_watchdog_holds_in_sim_time(twin):
         b.clock.tick()
         assert b.clock.now_s() < last_cmd + 2.0
     held_at = bridge.status()["stamp_s"]
+    assert bridge.status()["last_watchdog_hold_s"] == held_at
     assert held_at - last_cmd <= SAFETY.watchdog_timeout_s + b.clock.period_s + 1e-9
     for _ in range(3):
         b.clock.tick()

@@ -187,10 +187,13 @@ def test_killing_the_commander_holds_within_one_watchdog_period(
     )
     s = twin.status()
     assert s["state"] == "holding"
-    assert s["stamp_s"] - s["last_command_s"] <= WATCHDOG_S + PERIOD_S + 1e-6, s
+    # The hold's own time, not the status stamp: statuses keep coming after the hold, and the
+    # one this test reads first may be any of them (keep-last delivery, a loaded machine).
+    reaction_s = s["last_watchdog_hold_s"] - s["last_command_s"]
+    assert WATCHDOG_S - 1e-6 <= reaction_s <= WATCHDOG_S + PERIOD_S + 1e-6, s
     # Held: after settling (an arm moving at the hold overshoots and comes back within about a
     # second, tests/drivers/test_flood.py), the TCP stays put.
-    held_t = s["stamp_s"]
+    held_t = s["last_watchdog_hold_s"]
     twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 1.0, 30.0, "time")
     p0 = twin.pose()
     twin.c.wait_for(lambda: _stamp(twin.c.latest[f"{NS}/ee_pose"]) > held_t + 1.5, 30.0, "time")
