@@ -520,7 +520,8 @@ class ArmBridge:
 
     def status(self) -> dict:
         """The bridge status JSON object of the contract (plus ``last_command_s``,
-        ``last_watchdog_hold_s`` and ``executed_pose``: the last target sent to the backend, after the safety clip, or None)."""
+        ``last_watchdog_hold_s`` and ``executed_pose``: the last target sent to the backend,
+        after the safety clip, or None)."""
         executed = self.last_executed
         return {
             "stamp_s": float(self._stamp_s),

@@ -144,6 +144,22 @@ def same_data_settings(stored: dict | None, env: LearnerEnvConfig) -> bool:
     return stored_cfg.data_settings() == env.data_settings()
 
 
+def demo_settings_problem(env: LearnerEnvConfig):
+    """For :func:`robot_rl.replay.demos.load_checked_demos`: what is wrong with a dataset's
+    stored env settings for training with ``env`` (None: nothing)."""
+
+    def problem(stored: dict | None) -> str | None:
+        if same_data_settings(stored, env):
+            return None
+        return (
+            "were collected with other env settings than training's "
+            f"({settings_difference(stored, env)}); collect with the same --obs/--cameras/"
+            "--image-size/--control-rotation/--task-reward or train with the demos' settings"
+        )
+
+    return problem
+
+
 @dataclass(frozen=True)
 class CollectConfig:
     """Record demonstrations into a zarr dataset."""

@@ -397,10 +397,11 @@ def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int, features
     data must match the collect settings too; with --layout-from only the layout counts."""
     if cmd.demos is None:
         return None
-    from robot_rl.cli.train import load_demo_buffer
+    from robot_rl.cli.collect import demo_settings_problem
+    from robot_rl.replay.demos import load_checked_demos
 
-    check = cmd.layout_from is None
-    demos = load_demo_buffer(cmd.demos, cmd.env, layout, action_dim, check, features)
+    check = demo_settings_problem(cmd.env) if cmd.layout_from is None else None
+    demos = load_checked_demos(cmd.demos, layout, action_dim, check, features)
     if cmd.learned_reward:
         from robot_rl.cli.reward_env import binary_cost
 

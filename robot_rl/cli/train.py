@@ -44,8 +44,9 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from policies.config import EncoderConfig, SACConfig
-from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings, settings_difference
+from robot_rl.cli.collect import LearnerEnvConfig, demo_settings_problem
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
+from robot_rl.replay.demos import load_checked_demos
 from sim.human import HumanConfig, HumanRule
 
 _HUMAN = HumanConfig()
@@ -442,7 +443,9 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
         demos = (
             None
             if cmd.demos is None
-            else load_demo_buffer(cmd.demos, cmd.env, layout, adim, features=feats)
+            else load_checked_demos(
+                cmd.demos, layout, adim, demo_settings_problem(cmd.env), features=feats
+            )
         )
         if demos is not None and envs.late_rewards is not None:
             from robot_rl.cli.reward_env import binary_cost
@@ -543,43 +546,6 @@ def run_train(cmd: TrainCmdConfig) -> dict:
         if hasattr(c, "result"):
             out.update(setup=str(cmd.setup), **c.result())
     return out
-
-
-def load_demo_buffer(
-    demos: Path,
-    env_cfg: LearnerEnvConfig,
-    layout: Any,
-    action_dim: int,
-    check_settings: bool = True,
-    features: Any = None,
-) -> Any:
-    """The demo ReplayBuffer from ``demos``, checked against the learner's layout and action
-    size (before a single episode is read) and, for twin data, ``check_settings``: against the
-    env settings it was collected with. Bad data (NaN / inf, damaged chunks) is refused by
-    :func:`robot_rl.replay.load_demos` with the episode, array and row. ``features``: hold the
-    frozen backbone's features (cached on disk beside the dataset) instead of the frames."""
-    from robot_rl.replay import EpisodeLog, load_demos
-    from robot_rl.replay.checks import layout_difference
-
-    path = Path(demos)
-    with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
-        stored = (getattr(log, "meta", None) or {}).get("env")
-        have, have_adim = log.layout, log.action_dim
-    if check_settings and not same_data_settings(stored, env_cfg):
-        raise ValueError(
-            f"demos {path} were collected with other env settings than training's "
-            f"({settings_difference(stored, env_cfg)}); collect with the same --obs/--cameras/"
-            "--image-size/--control-rotation/--task-reward or train with the demos' settings"
-        )
-    diff = layout_difference(have, have_adim, layout, action_dim)
-    if diff:
-        raise ValueError(
-            f"demos {path} do not fit the env: {'; '.join(diff)}. Nothing was loaded. "
-            f"`robot-rl dataset info {path}` shows the dataset's cameras and sizes; record the "
-            "demos with the env's settings (--obs/--cameras/--image-size, the same robot and "
-            "task), or train with the demos' settings"
-        )
-    return load_demos(path, features=features)
 
 
 def print_report(result: dict) -> None:

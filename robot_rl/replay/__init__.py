@@ -7,7 +7,13 @@ Imports only :mod:`robot_rl.core` from the repo (plus numpy, torch, zarr, gymnas
 from robot_rl.replay.adapter import ObsAdapter
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.checks import NonFiniteDataError
-from robot_rl.replay.demos import SalvageReport, load_demos, rebuild_buffer, salvage
+from robot_rl.replay.demos import (
+    SalvageReport,
+    load_checked_demos,
+    load_demos,
+    rebuild_buffer,
+    salvage,
+)
 from robot_rl.replay.log import (
     CorruptLogError,
     EpisodeLog,
@@ -26,6 +32,7 @@ __all__ = [
     "ReplayBuffer",
     "SalvageReport",
     "UnfinishedEpisodeError",
+    "load_checked_demos",
     "load_demos",
     "rebuild_buffer",
     "salvage",

@@ -9,9 +9,10 @@ skips those episodes (and unreadable ones) and never changes the source.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import zarr
@@ -241,3 +242,47 @@ def _row(obs: dict, i: int) -> dict:
     if cams:
         row[keys.IMAGES] = cams
     return row
+
+
+def load_checked_demos(
+    path: str | Path,
+    layout: ObsLayout,
+    action_dim: int,
+    settings_problem: Callable[[dict[str, Any] | None], str | None] | None = None,
+    features: FrameFeatures | None = None,
+) -> ReplayBuffer:
+    """:func:`load_demos`, after checking the dataset against the learner before a single
+    episode is read: its observation layout and action size, and (``settings_problem``) the
+    env settings it was recorded with.
+
+    Args:
+        path: The zarr store.
+        layout: The learner env's observation layout.
+        action_dim: The learner env's action size.
+        settings_problem: Called with the dataset's stored env settings (``meta["env"]``, None
+            when it has none); returns what is wrong with them for this learner, or None.
+        features: See :func:`load_demos`.
+
+    Raises:
+        ValueError: The settings or the layout differ (the message says how to fix it);
+            bad data (NaN / inf, damaged chunks) as in :func:`load_demos`.
+    """
+    from robot_rl.replay.checks import layout_difference
+    from robot_rl.replay.log import EpisodeLog
+
+    path = Path(path)
+    with EpisodeLog.open(path, unfinished="drop", mode="r") as log:
+        stored = (getattr(log, "meta", None) or {}).get("env")
+        have, have_adim = log.layout, log.action_dim
+    problem = None if settings_problem is None else settings_problem(stored)
+    if problem:
+        raise ValueError(f"demos {path} {problem}")
+    diff = layout_difference(have, have_adim, layout, action_dim)
+    if diff:
+        raise ValueError(
+            f"demos {path} do not fit the env: {'; '.join(diff)}. Nothing was loaded. "
+            f"`robot-rl dataset info {path}` shows the dataset's cameras and sizes; record the "
+            "demos with the env's settings (--obs/--cameras/--image-size, the same robot and "
+            "task), or train with the demos' settings"
+        )
+    return load_demos(path, features=features)

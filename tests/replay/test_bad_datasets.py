@@ -15,9 +15,7 @@ import pytest
 import replay_data as rd
 import zarr
 
-from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.main import main
-from robot_rl.cli.train import load_demo_buffer
 from robot_rl.core.batch import ObsLayout
 from robot_rl.core.specs import ArraySpec
 from robot_rl.learner.routing import Router
@@ -26,6 +24,7 @@ from robot_rl.replay import (
     EpisodeLog,
     NonFiniteDataError,
     ReplayBuffer,
+    load_checked_demos,
     load_demos,
     rebuild_buffer,
     salvage,
@@ -263,12 +262,12 @@ def test_missing_commit_record(good, tmp_path, capsys, damage):
 def test_other_layout_is_refused_before_loading(good, layout, action_dim, phrase):
     before = tree_digest(good)
     with pytest.raises(ValueError) as err:
-        load_demo_buffer(good, LearnerEnvConfig(), layout, action_dim, check_settings=False)
+        load_checked_demos(good, layout, action_dim)
     msg = str(err.value)
     assert f"demos {good} do not fit the env" in msg and phrase in msg, msg
     assert f"robot-rl dataset info {good}" in msg
     assert tree_digest(good) == before
-    assert len(load_demo_buffer(good, LearnerEnvConfig(), LAYOUT, rd.ACTION_DIM, False)) == 15
+    assert len(load_checked_demos(good, LAYOUT, rd.ACTION_DIM)) == 15
 
 
 def test_salvage_reports_an_episode_a_crash_left_open(good, tmp_path):
