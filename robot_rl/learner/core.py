@@ -30,9 +30,9 @@ import torch
 from robot_rl.core.batch import ObsLayout
 from robot_rl.learner.checkpoint import (
     TrainerState,
-    eval_score,
     load_latest_checkpoint,
     mark_best,
+    read_best,
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
@@ -206,19 +206,21 @@ class LearnerCore:
         self.evals.append(row)
         with open(self.run_dir / EVAL_JSONL, "a") as f:
             f.write(json.dumps(row) + "\n")
+        st.evals += 1
+        st.capture({"sample": self.sample_rng, **np_rngs}, torch_rngs)
+        ckpt = save_checkpoint(self.run_dir, self.agent, st)
+        if mark_best(self.run_dir, ckpt, row):
+            tb.add_scalar("eval/best_success_rate", row["success_rate"], st.env_steps)
         rated = [e for e in self.evals if "success_rate" in e]
         if rated:
-            best = max(range(len(rated)), key=lambda i: (eval_score(rated[i]), -i))
+            # The star marks the checkpoint best.json names (one ranking: mark_best's).
+            best = read_best(self.run_dir)
+            at = [i for i, e in enumerate(rated) if best and e["env_steps"] == best["env_steps"]]
             write_learning_curve(
                 self.run_dir / CURVE_PNG,
                 [e["env_steps"] for e in rated],
                 [e["success_rate"] for e in rated],
                 [e["mean_return"] for e in rated],
                 title=str(self.run_dir.name),
-                best_index=best,
+                best_index=at[-1] if at else None,
             )
-        st.evals += 1
-        st.capture({"sample": self.sample_rng, **np_rngs}, torch_rngs)
-        ckpt = save_checkpoint(self.run_dir, self.agent, st)
-        if mark_best(self.run_dir, ckpt, row):
-            tb.add_scalar("eval/best_success_rate", row["success_rate"], st.env_steps)

@@ -146,17 +146,18 @@ class EpisodeWriter:
         self.log: Any = None  # the open EpisodeLog; set by the trainer
         self._meta = {} if reward_model_id is None else {"reward_model_id": reward_model_id}
         self._begin: dict[str, Any] = {}
-        self._ret, self._len = 0.0, 0  # the env episode's written return and steps
+        self._len = 0  # the env episode's written steps (0 again once its end is reported)
         self._part_len = 0  # steps in the open log episode
         self.episode_rewards: list[float] = []
-        """The written rewards of the current (or, in on_episode_end, the ending) env episode."""
+        """The written rewards of the current (or, in on_episode_end, the ending) env episode
+        (its written return is their sum)."""
         self.episode_terminated = False
         """Its last written step was terminal."""
 
     def write(self, item: Held) -> None:
         d = item.data
         if item.kind == "begin":
-            self._begin, self._ret, self._len, self._part_len = d, 0.0, 0, 0
+            self._begin, self._len, self._part_len = d, 0, 0
             self.episode_rewards, self.episode_terminated = [], False
         elif item.kind == "step":
             if self._part_len == 0:
@@ -170,7 +171,6 @@ class EpisodeWriter:
                     d["obs_learner"], d["action"], d["policy_action"], item.reward,
                     d["next_obs_learner"], d["terminated"], d["intervened"],
                 )  # fmt: skip
-            self._ret += item.reward
             self.episode_rewards.append(float(item.reward))
             self.episode_terminated = bool(d["terminated"])
             self._len += 1
@@ -178,7 +178,7 @@ class EpisodeWriter:
         elif self._len > 0:  # "end"; nothing to report if every step lost its reward label
             if self._part_len > 0:
                 self.log.end_episode(success=d["success"], **d["meta"], **self._meta)
-            self.on_episode_end(bool(d["success"]), d["meta"], self._ret)
+            self.on_episode_end(bool(d["success"]), d["meta"], sum(self.episode_rewards))
             self._len = self._part_len = 0
 
     def drop(self, item: Held) -> None:
