@@ -137,34 +137,26 @@ class _MetaWorldSuccess(gym.Wrapper):
 
     def reset(self, *, seed=None, options=None):
         o, info = self.env.reset(seed=seed, options=options)
-        self.last_raw = o
         return self._obs(o), {**info, "is_success": False}
 
     def step(self, action):
         o, r, term, trunc, info = self.env.step(action)
-        self.last_raw = o
         return self._obs(o), r, term, trunc, {**info, "is_success": bool(info["success"] > 0)}
 
 
 class MetaWorldExpert:
-    """Meta-World's own scripted policy for the task, on the raw observation."""
+    """Meta-World's own scripted policy for the task, on the observation's state (the raw
+    39-dim observation)."""
 
-    def __init__(self, env: gym.Env, policy: Any) -> None:
-        self.env, self.policy = env, policy
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
 
     def reset(self) -> None:
         pass
 
     def act(self, obs: dict) -> np.ndarray:
-        raw = _find(self.env, _MetaWorldSuccess).last_raw
+        raw = np.asarray(obs["state"], dtype=np.float64)
         return np.clip(self.policy.get_action(raw), -1.0, 1.0).astype(np.float32)
-
-
-def _find(env: gym.Env, cls: type) -> Any:
-    e = env
-    while not isinstance(e, cls):
-        e = e.env
-    return e
 
 
 @dataclass(frozen=True)
@@ -208,7 +200,8 @@ def _make_metaworld(seed: int) -> gym.Env:
 def _metaworld_expert(env: gym.Env) -> MetaWorldExpert:
     from metaworld.policies import SawyerPickPlaceV3Policy
 
-    return MetaWorldExpert(env, SawyerPickPlaceV3Policy())
+    del env
+    return MetaWorldExpert(SawyerPickPlaceV3Policy())
 
 
 TASKS = {
