@@ -6,6 +6,9 @@ reward and (unless named ``+human``) no human:
 - twin ``pick_cube``, ``reach``, ``peg_insert`` with ``--task-reward sparse`` (1 on success,
   else 0), through ``robot-rl train``'s application functions (collect, train); ``peg_insert+human``
   adds the simulated human (HIL-SERL interventions);
+- a twin task with the suffix ``:shaped`` (``pick_cube:shaped``) learns from the twin's shaped,
+  privileged reward instead: the regression check that an agent chosen for sparse rewards does
+  not lose the shaped-reward figures;
 - ``fetch_pick_place`` (gymnasium-robotics) and ``metaworld_pick_place`` (Meta-World), envs we did
   not write, through the Python ``Trainer`` API (``bench/_external_envs.py``).
 
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sample_efficiency import machine_info  # noqa: E402
 
 TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human")
+"""Twin tasks (sparse reward); each also as ``task:shaped``."""
 
 CONFIGS: dict[str, dict] = {
     # robot-rl train's agent before stage 9 (SACConfig with init_temperature 0.1).
@@ -57,8 +61,8 @@ class SuiteConfig:
     """What to run (or, with --summarize, what to report)."""
 
     tasks: tuple[str, ...] = ("pick_cube",)
-    """Twin tasks (pick_cube, reach, peg_insert, peg_insert+human) and external ones
-    (fetch_pick_place, metaworld_pick_place)."""
+    """Twin tasks (pick_cube, reach, peg_insert, peg_insert+human; add ``:shaped`` for the
+    shaped reward) and external ones (fetch_pick_place, metaworld_pick_place)."""
     configs: tuple[str, ...] = ("previous", "default")
     """Agent configs by name (CONFIGS)."""
     seeds: int = 3
@@ -85,7 +89,20 @@ class SuiteConfig:
 
 
 STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+human": 10_000,
-         "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000}  # fmt: skip
+         "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000,
+         "pick_cube:shaped": 10_000}  # fmt: skip
+
+
+def _steps(task: str) -> int:
+    return STEPS.get(task) or STEPS[task.partition(":")[0]]
+
+
+def _task_reward(task: str) -> str:
+    """``sparse`` unless the twin task is named ``task:shaped``."""
+    base, _, variant = task.partition(":")
+    if variant not in ("", "shaped") or (variant and base not in TWIN_TASKS):
+        raise SystemExit(f"unknown task {task!r}: only twin tasks take ':shaped'")
+    return variant or "sparse"
 
 
 def _sac(name: str):
@@ -115,15 +132,16 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
     from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
     from robot_rl.cli.train import TrainCmdConfig, run_train
 
-    name, human = task.split("+")[0], "sim" if task.endswith("+human") else "none"
-    env = LearnerEnvConfig(task=name, obs="state", task_reward="sparse")
+    base = task.partition(":")[0]
+    name, human = base.split("+")[0], "sim" if base.endswith("+human") else "none"
+    env = LearnerEnvConfig(task=name, obs="state", task_reward=_task_reward(task))
     demos = root / "demos.zarr"
     run_collect(
         CollectConfig(env=env, out=demos, episodes=cfg.demos, seed=2_000_000 + 1000 * seed),
         progress=False,
     )
     cmd = TrainCmdConfig(
-        run=root / "run", env=env, demos=demos, steps=cfg.steps or STEPS[task], seed=seed,
+        run=root / "run", env=env, demos=demos, steps=cfg.steps or _steps(task), seed=seed,
         eval_every_steps=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         num_threads=cfg.num_threads, progress=False, human=human, sac=_sac(config),
     )  # fmt: skip
@@ -148,7 +166,7 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
     demos = ext.expert_demos(spec, spec.make(seed + 20_000), cfg.demos, seed=2_000_000 + seed)
     sac = _sac(config)
     tcfg = TrainConfig(
-        total_env_steps=cfg.steps or STEPS[task], seed=seed, eval_every_steps=cfg.eval_every,
+        total_env_steps=cfg.steps or _steps(task), seed=seed, eval_every_steps=cfg.eval_every,
         eval_episodes=cfg.eval_episodes, num_threads=cfg.num_threads, progress=False,
         eval_seed=1_000_000,
     )  # fmt: skip
@@ -171,7 +189,7 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) if cfg.keep_runs is None else cfg.keep_runs / f"{task}_{config}_{seed}"
         root.mkdir(parents=True, exist_ok=True)
-        fn = run_twin if task in TWIN_TASKS else run_external
+        fn = run_twin if task.partition(":")[0] in TWIN_TASKS else run_external
         figures = fn(task, config, seed, cfg, root)
     return {
         "benchmark": "sparse_suite",
@@ -180,12 +198,12 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
         "seed": seed,
         "agent_overrides": CONFIGS[config],
         "settings": {
-            "steps": cfg.steps or STEPS[task],
+            "steps": cfg.steps or _steps(task),
             "demos": cfg.demos,
             "eval_every": cfg.eval_every,
             "eval_episodes": cfg.eval_episodes,
             "num_threads": cfg.num_threads,
-            "task_reward": "sparse",
+            "task_reward": _task_reward(task),
         },  # fmt: skip
         "machine": machine_info(),
         "wall_s": time.perf_counter() - t0,
@@ -203,6 +221,8 @@ def run_suite(cfg: SuiteConfig) -> None:
         for c in cfg.configs
         if (t, c, s) not in done
     ]
+    for t in cfg.tasks:
+        _task_reward(t)
     for c in cfg.configs:
         if c not in CONFIGS:
             raise SystemExit(f"unknown config {c!r}; known: {', '.join(CONFIGS)}")
