@@ -51,6 +51,21 @@ CONFIGS: dict[str, dict] = {
     "no_backup_entropy": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 2},
     # the same with RLPD's / HIL-SERL's 10-critic ensemble (min over a random 2)
     "ensemble10": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 10},
+    # + behaviour cloning on demo and intervened rows, Q-filtered (policies.config.SACConfig)
+    "no_backup_entropy_bc": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 2,
+        "bc_weight": 1.0,
+        "bc_q_filter": True,
+    },
+    "ensemble10_bc": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 10,
+        "bc_weight": 1.0,
+        "bc_q_filter": True,
+    },
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }

@@ -104,6 +104,13 @@ class SACConfig:
     """Target entropy in nats; None = -A/2 (A = continuous action dims)."""
     backup_entropy: bool = True
     """Subtract alpha * log pi(a'|s') in the critic target (RLPD turns this off)."""
+    bc_weight: float = 0.0
+    """Behaviour cloning in the actor loss: + bc_weight * mean squared error between the
+    policy's deterministic action and the batch's action on its demonstration and intervened
+    rows (the arm dims; 0 = off). Anchors the policy to what the demos and the person did."""
+    bc_q_filter: bool = False
+    """With bc_weight: clone a row only where the critics rate its action at least as high as
+    the policy's own (Q filter, Nair et al. 2018), so that the policy may outgrow the demos."""
     log_std_min: float = -5.0
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -160,6 +167,10 @@ class SACConfig:
             raise ValueError("HL-Gauss needs hl_num_bins >= 2 and hl_v_min < hl_v_max")
         if self.hl_sigma is not None and self.hl_sigma <= 0:
             raise ValueError("hl_sigma must be > 0 (or None for 0.75 * bin width)")
+        if self.bc_weight < 0:
+            raise ValueError(
+                f"bc_weight must be >= 0 (0 turns behaviour cloning off), got {self.bc_weight}"
+            )
         if self.grad_clip_norm is not None and self.grad_clip_norm <= 0:
             raise ValueError("grad_clip_norm must be > 0 or None")
         if not 0.0 <= self.gripper_epsilon <= 1.0:

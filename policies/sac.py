@@ -225,16 +225,39 @@ class SACAgent:
         q = self.gripper_critic(z).gather(-1, idx.expand(cfg.num_critics, -1)[..., None])
         return F.mse_loss(q.squeeze(-1), y.expand(cfg.num_critics, -1))
 
-    def actor_loss(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actor loss on detached features (B, E); critic weights get no gradient.
+    def actor_loss(
+        self, z: torch.Tensor, batch: Batch | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor loss on detached features (B, E); critic weights get no gradient. With
+        ``cfg.bc_weight`` and the ``batch`` that ``z`` encodes, plus the behaviour-cloning term
+        on its demonstration and intervened rows.
 
         Returns:
             loss (scalar), log-probs (B,) detached (for the temperature loss).
         """
-        a, logp = self.actor.sample(z.detach(), self.gen)
-        q = self._q_values(self.critic(z.detach(), a, detach_params=True))  # (N, B)
+        z = z.detach()
+        a, logp = self.actor.sample(z, self.gen)
+        q = self._q_values(self.critic(z, a, detach_params=True))  # (N, B)
         q = q.mean(0) if self.cfg.actor_q == "mean" else q.min(0).values
-        return (self.alpha.detach() * logp - q).mean(), logp.detach()
+        loss = (self.alpha.detach() * logp - q).mean()
+        if self.cfg.bc_weight > 0 and batch is not None:
+            loss = loss + self.cfg.bc_weight * self._bc_loss(z, batch)
+        return loss, logp.detach()
+
+    def _bc_loss(self, z: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Mean squared error of the deterministic arm action against the batch's on its
+        demonstration and intervened rows (Q-filtered with ``cfg.bc_q_filter``); 0 if none."""
+        target = batch.action[:, : self.arm_dim].float()  # (B, A_arm)
+        rows = batch.is_demo.bool() | batch.intervened.bool()  # (B,)
+        mode = self.actor.mode(z)  # (B, A_arm)
+        if self.cfg.bc_q_filter:
+            with torch.no_grad():
+                q_data = self._q_values(self.critic(z, target)).mean(0)  # (B,)
+                q_pi = self._q_values(self.critic(z, mode)).mean(0)
+            rows = rows & (q_data >= q_pi)
+        err = ((mode - target) ** 2).sum(-1)  # (B,)
+        w = rows.float()
+        return (err * w).sum() / w.sum().clamp_min(1.0)
 
     def temperature_loss(self, logp: torch.Tensor) -> torch.Tensor:
         """Moves alpha up when entropy (-logp) is below target, down when above."""
@@ -262,11 +285,12 @@ class SACAgent:
         for m in self.modules().values():
             m.train()
         for _ in range(self.cfg.utd):
-            loss, z, metrics = self._critic_loss(sample())
+            batch = sample()
+            loss, z, metrics = self._critic_loss(batch)
             self._step(self.critic_opt, loss)
             self.polyak_update()
             self.num_critic_updates += 1
-        a_loss, logp = self.actor_loss(z)
+        a_loss, logp = self.actor_loss(z, batch)
         self._step(self.actor_opt, a_loss)
         self._step(self.alpha_opt, self.temperature_loss(logp))
         self.num_updates += 1
