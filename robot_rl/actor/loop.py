@@ -75,6 +75,7 @@ from robot_rl.core.types import StaleSensorError
 from robot_rl.learner.evaluate import ActionMap, obs_stamp
 from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
 from robot_rl.learner.rundir import LOG_ZARR, SOURCE_ONLINE, write_json_atomic
+from robot_rl.learner.traps import RewardTrapCheck
 from robot_rl.replay import EpisodeLog, ObsAdapter
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,9 @@ class Actor:
         on_episode: Optional ``(stats, episode_return, success, meta)`` hook after every
             written episode (progress display, tensorboard).
         log_meta: Extra metadata of a new log.
+        traps: Judges every written episode for the reward traps
+            (:class:`robot_rl.learner.traps.RewardTrapCheck`, with the learner's discount and
+            reward offset; it warns in the log), or None. ``traps.warnings`` lists what it found.
     """
 
     def __init__(
@@ -239,6 +243,7 @@ class Actor:
         late_rewards: LateRewardSource | None = None,
         on_episode: Callable[[ActorStats, float, bool, dict], None] | None = None,
         log_meta: Mapping[str, Any] | None = None,
+        traps: RewardTrapCheck | None = None,
     ) -> None:
         check_sources(intervention, late_rewards)
         self.env, self.policy, self.link, self.cfg = env, policy, link, cfg
@@ -247,6 +252,7 @@ class Actor:
         self.amap = ActionMap(env.action_space)
         self.intervention, self.late_rewards = intervention, late_rewards
         self.on_episode = on_episode
+        self.traps = traps
         self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
         self.log = self._open_log(dict(log_meta or {}))
@@ -468,6 +474,9 @@ class Actor:
         st.last_returns = [*st.last_returns[-9:], float(ep_return)]
         st.dropped_steps = self.held.dropped
         self._write_stats()
+        if self.traps is not None:
+            w = self.writer
+            self.traps.episode(w.episode_rewards, w.episode_terminated, success, st.env_steps)
         if self.on_episode is not None:
             self.on_episode(st, ep_return, success, meta)
 

@@ -311,9 +311,13 @@ def _resolve_learner_resume(cmd: LearnerCmdConfig) -> LearnerCmdConfig:
 
 
 def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
-    """The JSON the learner tells its actors (what they need to build the acting networks)."""
+    """The JSON the learner tells its actors: what they need to build the acting networks, and
+    the reward offset (with the discount, for their reward-trap check)."""
     enc = sac.encoder
-    out: dict[str, Any] = {"normalize_state": cmd.train_config().normalize_state}
+    out: dict[str, Any] = {
+        "normalize_state": cmd.train_config().normalize_state,
+        "reward_offset": cmd.reward_offset,
+    }
     if getattr(enc, "weights_path", None):  # a local path on the learner: the actor has its own
         from policies.features import file_sha256
 
@@ -461,6 +465,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.cli.run_settings import actor_settings
     from robot_rl.cli.train import agent_factory, build_envs
     from robot_rl.learner.evaluate import ActionMap
+    from robot_rl.learner.traps import RewardTrapCheck
     from robot_rl.replay import ObsAdapter
     from robot_rl.transport.client import LearnerClient, LearnerClientConfig, LearnerError
     from robot_rl.transport.codec import layout_fingerprint
@@ -510,6 +515,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             late_rewards=envs.late_rewards,
             on_episode=None if progress is None else progress.episode,
             log_meta={"role": "actor"},
+            traps=RewardTrapCheck(sac.gamma, float(got.policy.get("reward_offset", 0.0))),
         )
         _stop_on_signal(actor)
         stats = actor.run()
@@ -521,6 +527,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
         envs.close()
     out = dataclasses.asdict(stats)
     out.update(actor_id=cmd.id, run=str(cmd.run), learner=cmd.learner)
+    out.update(reward_warnings=[w.as_dict() for w in actor.traps.warnings])
     out.update(settings=got.env.to_json(), settings_from="learner" if got.from_learner else "cache")
     return out
 
@@ -579,3 +586,5 @@ def print_actor_report(result: dict) -> None:
         f"{result['acked_through']} of {result['logged_transitions']} logged, "
         f"{result['tick_overruns']} tick overruns (stopped by {result['stopped_by']})"
     )
+    for w in result.get("reward_warnings") or []:
+        print(f"WARNING {w['message']}")

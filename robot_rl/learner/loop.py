@@ -189,7 +189,9 @@ class Trainer:
         gamma = float(getattr(getattr(self.agent, "cfg", None), "gamma", 0.99))
         self.traps = RewardTrapCheck(gamma, cfg.reward_offset)
         """The reward-trap check (:mod:`robot_rl.learner.traps`); ``traps.warnings`` lists what
-        it found (also in the result, tensorboard text and the log)."""
+        it found (also in the result, tensorboard text and the log). The actor runs it on every
+        episode it writes."""
+        self._traps_reported = 0
         self.act_gen = torch.Generator().manual_seed(cfg.seed + 3)  # policy noise
         self.actor: Actor | None = None
         self._open = False  # the actor's log is open (open() until run() ends)
@@ -264,7 +266,7 @@ class Trainer:
         self.actor = Actor(
             self.env, policy, self.run_dir, _InProcessLink(self), acfg,
             intervention=self.intervention, late_rewards=self.late_rewards,
-            on_episode=self._report_episode,
+            on_episode=self._report_episode, traps=self.traps,
         )  # fmt: skip
         self._open = True
         if self.resume:
@@ -367,10 +369,9 @@ class Trainer:
                 tb.add_scalar(f"reward/{k}", float(v), step)
             tb.add_scalar("reward/dropped_steps", self.held.dropped, step)
         self._bar.episode(ep_ret, success, meta.get("intervention_rate"))
-        w = self.actor.writer if self.actor is not None else None
-        if w is not None:
-            for trap in self.traps.episode(w.episode_rewards, w.episode_terminated, success, step):
-                tb.add_text("warnings/reward_trap", trap.message, step)  # (and logged)
+        for trap in self.traps.warnings[self._traps_reported :]:  # (the actor's check logged it)
+            tb.add_text("warnings/reward_trap", trap.message, step)
+        self._traps_reported = len(self.traps.warnings)
 
     def to_agent_obs(self, obs: Mapping) -> Mapping:
         """Env observation -> what the agent reads (learner layout, state normalised)."""

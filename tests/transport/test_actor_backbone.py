@@ -20,11 +20,13 @@ def weights() -> Path:
 
 
 def _settings(weights: Path) -> dict:
-    from robot_rl.cli.distributed import policy_settings
+    from robot_rl.cli.distributed import LearnerCmdConfig, policy_settings
 
     sac = SACConfig(encoder=EncoderConfig(kind="efficientnet", weights_path=str(weights)))
-    cmd = types.SimpleNamespace(train_config=lambda: types.SimpleNamespace(normalize_state=True))
-    return json.loads(policy_settings(sac, cmd))
+    cmd = LearnerCmdConfig(run=Path("unused"), reward_offset=-1.0)
+    got = json.loads(policy_settings(sac, cmd))
+    assert got["reward_offset"] == -1.0  # (the actor's reward-trap check adds it)
+    return got
 
 
 def test_the_actor_uses_its_local_file_with_the_learners_hash(weights, tmp_path):

@@ -85,6 +85,7 @@ def test_two_actors_feed_one_learner_and_it_learns(tmp_path, procs):
     for i in (1, 2):
         a = last_json(tmp_path, f"a{i}")
         assert a["stopped_by"] == "learner", a
+        assert a["reward_warnings"] == []  # reach's cost: no reward trap
         assert a["acked_through"] == a["logged_transitions"] - 1, a
         # Each transition arrived once: the learner's log of this actor is the actor's log.
         n = assert_same_rows(tmp_path / f"a{i}" / "log.zarr", run / "actors" / f"a{i}" / "log.zarr")
@@ -184,6 +185,33 @@ def test_learner_and_actor_crashes_and_a_dropped_link_lose_and_duplicate_nothing
     # A STOP ends the run where it is: its steps are the transitions that arrived (the final
     # evaluation and checkpoint are at that step, not at the --steps budget).
     assert res["env_steps"] == res["final_eval"]["env_steps"] == total, res
+
+
+def test_the_actor_warns_of_a_reward_trap_made_by_the_learners_offset(tmp_path, procs):
+    """The learner's --reward-offset 1 turns reach's cost (in (-1, 0], 0 on the success step,
+    which ends the episode) into a bonus near success: carrying on is worth more than
+    finishing. The actor, which has the episodes, judges them with the learner's discount and
+    offset, and warns once the simulated human has finished one."""
+    run = tmp_path / "learner"
+    learner = start(
+        tmp_path, "learner", "learner", "--run", str(run), *REACH, "--bind", "127.0.0.1:0",
+        "--eval-episodes", "0", "--steps", "100000", "--reward-offset", "1", "--no-progress",
+        "--json",
+    )  # fmt: skip
+    procs.append(learner)
+    actor = start(
+        tmp_path, "a", "actor", "--run", str(tmp_path / "a"), "--learner", learner_address(run),
+        *REACH, "--human", "sim", "--steps", "300", "--no-progress", "--json",
+    )  # fmt: skip
+    procs.append(actor)
+    assert finish(actor) == 0, (tmp_path / "a.err").read_text()[-3000:]
+    a = last_json(tmp_path, "a")
+    assert a["episodes"] >= 2, a
+    assert [w["trap"] for w in a["reward_warnings"]] == ["bonus_with_termination_on_success"], a
+    assert "--reward-offset" in a["reward_warnings"][0]["message"]
+    assert "--reward-offset" in (tmp_path / "a.err").read_text()  # logged where one watches
+    learner.send_signal(signal.SIGTERM)
+    assert finish(learner) == 0
 
 
 def test_wrong_token_is_refused_and_the_learner_keeps_serving(tmp_path, procs):
