@@ -340,9 +340,14 @@ def _plot(path: Path, recs: list[dict]) -> None:
     tasks = sorted({r["task"] for r in recs})
     configs = sorted({r["config"] for r in recs})
     colors = {c: f"C{i}" for i, c in enumerate(configs)}
-    fig = Figure(figsize=(4.2 * len(tasks), 3.4), dpi=100)
-    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
-    for ax, task in zip(axes, tasks, strict=True):
+    cols = min(4, len(tasks))
+    rows = -(-len(tasks) // cols)
+    fig = Figure(figsize=(4.2 * cols, 3.4 * rows), dpi=100)
+    grid = fig.subplots(rows, cols, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(tasks) :]:
+        ax.set_visible(False)
+    for ax, task in zip(axes, tasks, strict=False):
         for r in (r for r in recs if r["task"] == task):
             xs, ys = zip(*r["curve"], strict=True)
             label = r["config"] if r["seed"] == min(
@@ -351,11 +356,12 @@ def _plot(path: Path, recs: list[dict]) -> None:
             ax.plot(xs, ys, color=colors[r["config"]], alpha=0.8, marker=".", label=label)
         ax.axhline(0.9, color="grey", linestyle="--", linewidth=1)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"{task} (sparse reward)")
+        ax.set_title(f"{task.partition(':')[0]} ({_task_reward(task)} reward)")
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
-    axes[0].set_ylabel("eval success rate")
+    for row in grid:
+        row[0].set_ylabel("eval success rate")
     fig.tight_layout()
     fig.savefig(path)
 
