@@ -42,7 +42,7 @@ from policies.config import SACConfig
 from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.run_settings import ActorEnvFlags, run_settings_json
 from robot_rl.cli.train import (
-    TRAIN_INIT_TEMPERATURE,
+    TRAIN_SAC,
     EncoderName,
     HumanName,
     RewardFlags,
@@ -134,9 +134,7 @@ class LearnerCmdConfig:
     """Show a progress bar on stderr."""
     json: bool = False
     """Print exactly one JSON object on stdout at the end."""
-    sac: SACConfig = field(
-        default_factory=lambda: SACConfig(init_temperature=TRAIN_INIT_TEMPERATURE)
-    )
+    sac: SACConfig = field(default_factory=lambda: TRAIN_SAC)
     """Agent settings (--utd and --encoder override sac.utd and sac.encoder.kind)."""
 
     def __post_init__(self) -> None:
