@@ -134,6 +134,8 @@ class ArmBridge:
         """``now_s`` of the last accepted target (None before the first)."""
         self.last_executed: ArmCommand | None = None
         """The last command handed to ``backend.command`` (after safety)."""
+        self.last_executed_s: float | None = None
+        """``now_s`` of the tick that handed it over (its safety clip read the pose then)."""
         self.watchdog_holds = 0
         self.last_watchdog_hold_s: float | None = None
         """``now_s`` of the tick at which the watchdog last held the arm (None: never)."""
@@ -294,7 +296,7 @@ class ArmBridge:
         self.clipped["step"] += int(report.step_clipped)
         self.clipped["rotation"] += int(report.orientation_clipped)
         self.backend.command(executed.target_pose, executed.gripper)
-        self.last_executed = executed
+        self.last_executed, self.last_executed_s = executed, now_s
         if self._pending_pose is not None:
             self._state = "moving"
         self._pending_pose = None
@@ -520,8 +522,8 @@ class ArmBridge:
 
     def status(self) -> dict:
         """The bridge status JSON object of the contract (plus ``last_command_s``,
-        ``last_watchdog_hold_s`` and ``executed_pose``: the last target sent to the backend,
-        after the safety clip, or None)."""
+        ``last_watchdog_hold_s``, ``executed_pose``: the last target sent to the backend, after
+        the safety clip, or None, and ``executed_s``: when)."""
         executed = self.last_executed
         return {
             "stamp_s": float(self._stamp_s),
@@ -534,4 +536,5 @@ class ArmBridge:
             "last_command_s": self.last_command_s,
             "last_watchdog_hold_s": self.last_watchdog_hold_s,
             "executed_pose": None if executed is None else [float(v) for v in executed.target_pose],
+            "executed_s": self.last_executed_s,
         }

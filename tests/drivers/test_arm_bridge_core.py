@@ -333,6 +333,7 @@ def test_status_matches_contract_schema():
         "last_command_s",
         "last_watchdog_hold_s",
         "executed_pose",
+        "executed_s",
     }
     assert set(s["clipped"]) == {"box", "step", "rotation"}
 

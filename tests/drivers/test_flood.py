@@ -68,6 +68,7 @@ class EnvSide:
         self.teleop = RosTeleop(session=self.session)
         self.teleop.connect()
         self.executed: list[np.ndarray] = []
+        self.limit_checks = 0  # executed targets checked against the pose at their tick
         self.calls: dict[str, int] = {}
 
     def call(self, name: str, deadline_s: float) -> dict:
@@ -84,10 +85,20 @@ class EnvSide:
             pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
     def step(self) -> dict:
-        """``sim/step`` within its deadline; the bridge status published with that step."""
-        before = self.status.count
-        self.call("sim/step", STEP_DEADLINE_S)
+        """``sim/step`` within its deadline; the bridge status published with that step, once
+        the TCP pose of that step (stamped with the time the call answered) has arrived too."""
+        before, poses_before = self.status.count, self.pose.count
+        t = float(self.call("sim/step", STEP_DEADLINE_S)["stamp_s"])
         self.wait(lambda: self.status.count > before, 10.0, "the bridge status of the step")
+        self.wait(
+            lambda: (
+                self.pose.count > poses_before
+                and self.pose.stamp_s is not None
+                and abs(self.pose.stamp_s - t) < 1e-6
+            ),
+            10.0,
+            "the TCP pose of the step",
+        )
         return self.status.value
 
     def check_executed(self, s: dict) -> None:
@@ -135,19 +146,21 @@ def test_lockstep_twin_serves_estop_step_reset_under_flood(a1_domain, ros_proces
             env.session.set_parameters("twin", {"episode_seed": episode}, 5.0)
             env.call("task/reset", RESET_DEADLINE_S)
             env.call("reset", RESET_DEADLINE_S)
-            prev, prev_exec = env.check_measured(), None
+            measured: dict[float, np.ndarray] = {}  # step stamp -> the TCP pose of that step
             for _ in range(8):  # the flood commands the arm: every step stays safe
                 s = env.step()
                 env.check_executed(s)
-                executed = s.get("executed_pose")
-                if executed is not None and executed != prev_exec:
-                    # The per-step limit, exactly: a target executed in this step is at most
-                    # max_step_m from the pose the bridge measured at its tick (the pose after
-                    # the previous step). (Not the measured travel per step: an arm already
-                    # moving carries its speed into the next step and may travel a little more.)
-                    reach = np.linalg.norm(np.asarray(executed[:3]) - prev[:3])
+                measured[round(env.pose.stamp_s, 6)] = env.check_measured()
+                tick = s.get("executed_s")
+                at_tick = None if tick is None else measured.get(round(tick, 6))
+                if at_tick is not None:
+                    # The per-step limit, exactly: the executed target is at most max_step_m from
+                    # the pose the bridge measured at the tick that sent it. (Not the measured
+                    # travel per step: an arm already moving carries its speed into the next
+                    # step and may travel a little more.)
+                    reach = np.linalg.norm(np.asarray(s["executed_pose"][:3]) - at_tick[:3])
                     assert reach <= MAX_STEP_M + 1e-6, (reach, s)
-                prev, prev_exec = env.check_measured(), executed
+                    env.limit_checks += 1
             env.call("estop", SAFETY_DEADLINE_S)
             at_estop = env.check_measured()
             poses = []
@@ -167,6 +180,7 @@ def test_lockstep_twin_serves_estop_step_reset_under_flood(a1_domain, ros_proces
         s = env.status.value
         assert s["clipped"]["box"] > 0 and s["rejected"] > 0, s
         assert len(env.executed) > 0, "no flood target was ever executed: the test proves nothing"
+        assert env.limit_checks > 0, "no executed target was checked against its tick's pose"
         assert env.teleop.status().rejected > 0
         assert twin.alive and flood.alive, flood.log()
     finally:
