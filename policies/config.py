@@ -88,6 +88,10 @@ class SACConfig:
     """How the actor loss reduces the ensemble's Q-values (RLPD: mean)."""
     gamma: float = 0.99
     """Discount per control step."""
+    n_step: int = 1
+    """Rewards summed per critic target (n-step returns, e.g. DrQ-v2: 3): the target
+    bootstraps from the observation up to n steps later, with gamma ** (steps summed); the
+    replay stops a sum at the episode's end. 1: one-step SAC (RLPD, HIL-SERL)."""
     tau: float = 0.005
     """Polyak coefficient: target <- tau * online + (1 - tau) * target."""
     utd: int = 1
@@ -153,6 +157,8 @@ class SACConfig:
             raise ValueError("tau must be in (0, 1]")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError("gamma must be in [0, 1]")
+        if self.n_step < 1:
+            raise ValueError(f"n_step must be >= 1 (1: one-step returns), got {self.n_step}")
         if not self.hidden_dims:
             raise ValueError("hidden_dims needs at least one layer")
         if self.log_std_min >= self.log_std_max:

@@ -8,6 +8,7 @@ One learner step (:meth:`SACAgent.update`)::
         a', logp' = pi(z')
         y = r + gamma (1 - term) (min_{i in random subset of num_min_qs} Qtarg_i(z', a')
                                    - alpha logp' [if backup_entropy])
+                                               # n-step: r summed, gamma ** k (batch.discount)
         L_Q = mean_i (Q_i(z, a) - y)^2                 # or HL-Gauss cross-entropy
         step(critic + encoder);  Qtarg <- tau Q + (1 - tau) Qtarg
     a~, logp = pi(sg(z))                               # actor sees detached features
@@ -185,7 +186,7 @@ class SACAgent:
             v_next = q_next.min(0).values  # (B,), q_next (num_min_qs | N, B)
             if cfg.backup_entropy:
                 v_next = v_next - self.alpha * logp_next
-            y = reward + cfg.gamma * (1.0 - term) * v_next  # (B,)
+            y = reward + self._discount(batch) * (1.0 - term) * v_next  # (B,)
         out = self.critic(z, arm_action)  # (N, B, 1 | K)
         if self.hl is None:
             q = out.squeeze(-1)
@@ -204,6 +205,10 @@ class SACAgent:
             loss = loss + g_loss
         return loss, z.detach(), metrics
 
+    def _discount(self, batch: Batch) -> torch.Tensor | float:
+        """The bootstrap's discount: gamma, or the batch's gamma ** k for n-step returns."""
+        return self.cfg.gamma if batch.discount is None else batch.discount.float()
+
     def _q_values(self, out: torch.Tensor) -> torch.Tensor:
         """Critic output (N, B, 1 | K) -> Q (N, B)."""
         return out.squeeze(-1) if self.hl is None else self.hl.value(out)
@@ -221,7 +226,7 @@ class SACAgent:
             q_t = self.gripper_target(z_next).gather(
                 -1, best.expand(cfg.num_critics, -1)[..., None]
             )
-            y = r + cfg.gamma * (1.0 - term) * q_t.squeeze(-1).min(0).values  # (B,)
+            y = r + self._discount(batch) * (1.0 - term) * q_t.squeeze(-1).min(0).values
         q = self.gripper_critic(z).gather(-1, idx.expand(cfg.num_critics, -1)[..., None])
         return F.mse_loss(q.squeeze(-1), y.expand(cfg.num_critics, -1))
 

@@ -32,7 +32,7 @@ export MUJOCO_GL="${MUJOCO_GL:-osmesa}"
 run "ruff check" "$BIN/ruff" check .
 run "ruff format --check" "$BIN/ruff" format --check .
 run "import layering (lint-imports)" "$BIN/lint-imports"
-run "pytest -m 'not slow'" "$BIN/python" -m pytest -m "not slow" -q
+run "pytest -m 'not slow'" "$BIN/python" -m pytest -m "not slow" -q --durations=30
 
 # Rendering in every process that renders (direct env, twin node, videos) under EGL too.
 EGL_TESTS=(tests/drivers/test_twin_node.py tests/drivers/test_flood.py tests/sim/test_render.py

@@ -53,6 +53,10 @@ class Batch:
         terminated: (B,) float32, 1.0 where the episode ended by the task (no bootstrap).
         intervened: (B,) bool, a person chose the action.
         is_demo: (B,) bool, drawn from the demonstration buffer.
+        discount: (B,) float32 or None. With n-step returns (``Mixer(n_step=k)``) ``reward``
+            is the discounted sum of up to k rewards, ``next_obs`` the observation after the
+            last of them and ``discount`` gamma ** (the number summed): the factor of the
+            bootstrap value. None: a one-step transition (the agent's own gamma).
     """
 
     obs: Mapping[str, Any]
@@ -62,3 +66,4 @@ class Batch:
     terminated: Any
     intervened: Any
     is_demo: Any
+    discount: Any = None

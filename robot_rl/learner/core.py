@@ -17,7 +17,6 @@ Only the transport differs; the actor loop (:class:`robot_rl.actor.loop.Actor`) 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -105,7 +104,15 @@ class LearnerCore:
                 if self.demos is not None
                 else ReplayBuffer(extra, layout, self.action_dim, device, features=feats)
             )
-        self.mixer = Mixer(self.online, self.demo_buffer, cfg.demo_fraction)
+        agent_cfg = getattr(self.agent, "cfg", None)  # n-step returns: the agent's setting
+        self.mixer = Mixer(
+            self.online,
+            self.demo_buffer,
+            cfg.demo_fraction,
+            n_step=int(getattr(agent_cfg, "n_step", 1)),
+            gamma=float(getattr(agent_cfg, "gamma", 0.99)),
+            reward_offset=cfg.reward_offset,
+        )
         self.norm: StateNormalizer | None = None
         self.evals: list[dict] = []
         self.restored_from: Path | None = None  # the checkpoint restore() loaded
@@ -134,10 +141,9 @@ class LearnerCore:
         return metrics, fitted
 
     def sample(self) -> Any:
-        """A mixed batch: reward offset added, state normalised (what ``agent.update`` calls)."""
+        """A mixed batch (the mixer adds the reward offset to every step, and sums n-step
+        returns when the agent asks for them), state normalised (what ``agent.update`` calls)."""
         b = self.mixer.sample(self.cfg.batch_size, self.sample_rng)
-        if self.cfg.reward_offset != 0.0:
-            b = dataclasses.replace(b, reward=b.reward + self.cfg.reward_offset)
         return self.norm.batch(b) if self.norm is not None else b
 
     def fit_normalizer(self) -> bool:

@@ -338,9 +338,9 @@ class ReplayBuffer:
 
     # -- sampling ----------------------------------------------------------------------------
 
-    def empty_arrays(self, batch_size: int) -> dict[str, Any]:
+    def empty_arrays(self, batch_size: int, discount: bool = False) -> dict[str, Any]:
         """Uninitialised numpy batch fields for ``batch_size`` transitions (see
-        :meth:`sample_into`)."""
+        :meth:`sample_into`); with ``discount`` also the n-step ``discount`` field."""
 
         def obs() -> dict[str, Any]:
             out: dict[str, Any] = {}
@@ -352,7 +352,7 @@ class ReplayBuffer:
                 }
             return out
 
-        return {
+        out = {
             "obs": obs(),
             "action": np.empty((batch_size, self.action_dim), np.float32),
             "reward": np.empty(batch_size, np.float32),
@@ -361,27 +361,93 @@ class ReplayBuffer:
             "intervened": np.empty(batch_size, bool),
             "is_demo": np.zeros(batch_size, bool),
         }
+        if discount:
+            out["discount"] = np.empty(batch_size, np.float32)
+        return out
 
     def sample_into(
-        self, out: dict[str, Any], start: int, n: int, generator: np.random.Generator
+        self,
+        out: dict[str, Any],
+        start: int,
+        n: int,
+        generator: np.random.Generator,
+        n_step: int = 1,
+        gamma: float = 1.0,
+        reward_offset: float = 0.0,
     ) -> None:
         """Write ``n`` uniformly sampled transitions into rows ``[start, start + n)`` of
-        ``out`` (from :meth:`empty_arrays`), gathering straight into place (no extra copy)."""
+        ``out`` (from :meth:`empty_arrays`), gathering straight into place (no extra copy).
+
+        With ``n_step`` > 1 each sampled transition is extended by the ones that follow it in
+        the same stream (up to ``n_step`` in all): ``reward`` becomes their gamma-discounted
+        sum, ``next_obs`` and ``terminated`` those of the last, and ``out["discount"]`` (which
+        must exist: ``empty_arrays(..., discount=True)``) gamma ** (how many were summed). A
+        stream ends at a termination, at the newest transition, and where the next
+        transition's obs is not this one's next_obs (a new episode, or the gap between two
+        interventions in the demo buffer); a time-limit truncation whose reset observation
+        equals the last one exactly would be read as one stream. ``reward_offset`` is added to
+        every step's reward (before the sum).
+        """
         if len(self) == 0:
             raise ValueError("cannot sample from an empty ReplayBuffer")
+        if n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
         tid = self._first + generator.integers(0, len(self), size=n)
         ts = tid % self.capacity  # (n,) transition slots
         sl = slice(start, start + n)
-        for key, ids in (("obs", self._obs_id[ts]), ("next_obs", self._next_id[ts])):
+        next_ids = self._next_id[ts]
+        if n_step > 1:
+            next_ids = self._extend(tid, n_step, gamma, reward_offset, out, sl)
+        else:
+            np.take(self._reward, ts, out=out["reward"][sl])
+            if reward_offset != 0.0:
+                out["reward"][sl] += reward_offset
+            np.take(self._terminated, ts, out=out["terminated"][sl])
+            if "discount" in out:
+                out["discount"][sl] = gamma
+        for key, ids in (("obs", self._obs_id[ts]), ("next_obs", next_ids)):
             slots = ids % self.obs_capacity
             if self._state is not None:
                 np.take(self._state, slots, axis=0, out=out[key][keys.STATE][sl])
             for c, b in self._cams.items():
                 np.take(b, slots, axis=0, out=out[key][self._cam_key][c][sl])
         np.take(self._action, ts, axis=0, out=out["action"][sl])
-        np.take(self._reward, ts, out=out["reward"][sl])
-        np.take(self._terminated, ts, out=out["terminated"][sl])
         np.take(self._intervened, ts, out=out["intervened"][sl])
+
+    def _extend(
+        self,
+        tid: np.ndarray,
+        n_step: int,
+        gamma: float,
+        offset: float,
+        out: dict[str, Any],
+        sl: slice,
+    ) -> np.ndarray:
+        """n-step returns of transitions ``tid`` (see :meth:`sample_into`): writes reward,
+        terminated and discount into ``out[...][sl]``, returns the next_obs row ids."""
+        if "discount" not in out:
+            raise ValueError("n-step sampling needs empty_arrays(..., discount=True)")
+        cap = self.capacity
+        ts = tid % cap
+        reward = self._reward[ts].astype(np.float64) + offset
+        term = self._terminated[ts].copy()
+        next_id = self._next_id[ts].copy()
+        disc = np.full(tid.shape, gamma, np.float64)  # gamma ** (rewards summed so far)
+        going = term == 0.0
+        for j in range(1, n_step):
+            t = tid + j
+            s = t % cap
+            going &= t < self._n_trans
+            going &= np.where(going, self._obs_id[s] == next_id, False)
+            reward = np.where(going, reward + disc * (self._reward[s] + offset), reward)
+            next_id = np.where(going, self._next_id[s], next_id)
+            term = np.where(going, self._terminated[s], term)
+            disc = np.where(going, disc * gamma, disc)
+            going &= term == 0.0
+        out["reward"][sl] = reward
+        out["terminated"][sl] = term
+        out["discount"][sl] = disc
+        return next_id
 
     def sample_arrays(self, batch_size: int, generator: np.random.Generator) -> dict[str, Any]:
         """Uniformly sampled transitions as numpy arrays (the fields of :class:`Batch`)."""
@@ -425,4 +491,5 @@ def to_batch(arrays: Mapping[str, Any], device: torch.device) -> Batch:
         terminated=torch.from_numpy(arrays["terminated"]).to(device),
         intervened=torch.from_numpy(arrays["intervened"]).to(device),
         is_demo=torch.from_numpy(arrays["is_demo"]).to(device),
+        discount=torch.from_numpy(arrays["discount"]).to(device) if "discount" in arrays else None,
     )

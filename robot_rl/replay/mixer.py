@@ -4,6 +4,10 @@ Every batch holds exactly ``round(batch_size * demo_fraction)`` demo transitions
 ``round``: ties go to the even number) and the rest online ones, each drawn uniformly within its
 buffer. With no (or an empty) demo buffer the batch is all online; with an empty online buffer
 it is all demo. ``Batch.is_demo`` marks the demo rows (they come first).
+
+With ``n_step`` > 1 every row is an n-step return within its buffer
+(:meth:`ReplayBuffer.sample_into`) and the batch carries ``discount``; ``reward_offset`` is
+added to every step's reward (the learner's ``TrainConfig.reward_offset``).
 """
 
 from __future__ import annotations
@@ -21,13 +25,29 @@ class Mixer:
         online: The online buffer (also sets the batch's device).
         demo: The demonstration buffer, or None.
         demo_fraction: Fraction of each batch drawn from ``demo``, in [0, 1] (RLPD: 0.5).
+        n_step: Rewards summed per row (1: one-step transitions, no ``discount`` field).
+        gamma: Discount of the n-step sum (used only with ``n_step`` > 1).
+        reward_offset: Added to every step's reward.
     """
 
     def __init__(
-        self, online: ReplayBuffer, demo: ReplayBuffer | None, demo_fraction: float = 0.5
+        self,
+        online: ReplayBuffer,
+        demo: ReplayBuffer | None,
+        demo_fraction: float = 0.5,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        reward_offset: float = 0.0,
     ) -> None:
         if not 0.0 <= demo_fraction <= 1.0:
             raise ValueError(f"demo_fraction must be in [0, 1], got {demo_fraction}")
+        if n_step < 1 or not 0.0 <= gamma <= 1.0 or not np.isfinite(reward_offset):
+            raise ValueError(
+                f"n_step {n_step} (>= 1), gamma {gamma} (in [0, 1]) or reward_offset "
+                f"{reward_offset} (finite) out of range"
+            )
+        self.n_step, self.gamma = int(n_step), float(gamma)
+        self.reward_offset = float(reward_offset)
         if demo is not None and (
             demo.layout != online.layout or demo.action_dim != online.action_dim
         ):
@@ -63,10 +83,11 @@ class Mixer:
         if len(self) == 0:
             raise ValueError("cannot sample: the online and demo buffers are both empty")
         n_demo = self.num_demo(batch_size)
-        arrays = self.online.empty_arrays(batch_size)
+        arrays = self.online.empty_arrays(batch_size, discount=self.n_step > 1)
+        how = {"n_step": self.n_step, "gamma": self.gamma, "reward_offset": self.reward_offset}
         if n_demo:
-            self.demo.sample_into(arrays, 0, n_demo, generator)
+            self.demo.sample_into(arrays, 0, n_demo, generator, **how)
             arrays["is_demo"][:n_demo] = True
         if batch_size - n_demo:
-            self.online.sample_into(arrays, n_demo, batch_size - n_demo, generator)
+            self.online.sample_into(arrays, n_demo, batch_size - n_demo, generator, **how)
         return to_batch(arrays, self.online.device)

@@ -71,6 +71,25 @@ def test_foreign_env_learns_and_writes_run_files(tmp_path):
     assert state["env_steps"] == 1000 and state["updates"] == res.updates
 
 
+def test_nstep_returns_reach_the_agent_and_it_still_learns(tmp_path):
+    """``SACConfig.n_step`` reaches the learner's sampler: its batches carry gamma ** k for
+    k <= 3 (shorter at episode ends), the reward offset is added per step, and it learns."""
+    run = tmp_path / "run"
+    cfg = _cfg(total_env_steps=1000, eval_every_steps=500, batch_size=64, reward_offset=-0.5)
+    trainer = Trainer(PointEnv(), PointEnv(), cfg, sac_factory(small_sac(n_step=3)), run)
+    res = trainer.run()
+    assert res.env_steps == 1000
+    evals = [json.loads(s) for s in (run / "eval.jsonl").read_text().splitlines()]
+    assert evals[-1]["success_rate"] >= 0.8, evals
+    b = trainer.core.sample()
+    gamma = trainer.agent.cfg.gamma
+    k = np.round(np.log(b.discount.numpy()) / np.log(gamma)).astype(int)
+    assert set(k) <= {1, 2, 3} and 3 in set(k), sorted(set(k))
+    # PointEnv rewards are in [-2.6, -0.1]: with the -0.5 offset a k-step sum is below -0.6 k
+    geo = (1 - gamma**k) / (1 - gamma)
+    assert (b.reward.numpy() <= -0.6 * geo + 1e-4).all()
+
+
 def test_same_seed_same_losses(tmp_path):
     def losses(run_dir, seed):
         got = []
