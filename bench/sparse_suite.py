@@ -66,6 +66,19 @@ CONFIGS: dict[str, dict] = {
         "bc_weight": 1.0,
         "bc_q_filter": True,
     },
+    # + 3-step returns (SACConfig.n_step; DrQ-v2's setting): sparse rewards reach back faster
+    "no_backup_entropy_n3": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 2,
+        "n_step": 3,
+    },
+    "ensemble10_n3": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 10,
+        "n_step": 3,
+    },
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
