@@ -4,7 +4,7 @@ A device is three small parts:
 
 - a :class:`RawSource` yields timestamped raw items: HID report bytes (SpaceMouse), evdev
   ``(type, code, value)`` tuples (gamepad), key names (keyboard), or the same items read back
-  from a recorded file (:mod:`drivers.teleop.recording`);
+  from a recorded file (:mod:`drivers.teleop.events`, :mod:`drivers.teleop.recording`);
 - a :class:`Parser` turns raw items into a :class:`drivers.teleop.mapping.DeviceReading` (pure,
   unit-tested from recorded items);
 - the common :class:`drivers.teleop.mapping.TeleopMapper` turns the reading into a
@@ -23,13 +23,10 @@ from typing import Any, Protocol
 
 from robot_rl.core.types import TeleopState
 
+from .events import DEVICE_KINDS, Raw, Recorder
 from .mapping import DeviceReading, TeleopMapper
 
-Raw = Any
-"""One raw item: ``bytes`` (spacemouse), ``tuple[int, int, int]`` (gamepad), ``str`` (keyboard)."""
-
-DEVICE_KINDS = ("spacemouse", "gamepad", "keyboard")
-"""Device kinds with a parser (and a recording format)."""
+__all__ = ["DEVICE_KINDS", "DeviceTeleop", "Parser", "Raw", "RawSource"]
 
 
 class RawSource(Protocol):
@@ -81,7 +78,7 @@ class DeviceTeleop:
         parser: Parser for ``source.kind``.
         mapper: Common deadzone / scaling / button mapping.
         record_path: If set, every raw item read is appended to this JSON-lines file
-            (:mod:`drivers.teleop.recording` format).
+            (:mod:`drivers.teleop.events` format).
         now_fn: Monotonic clock for stamps (seconds).
     """
 
@@ -110,8 +107,6 @@ class DeviceTeleop:
         self.source.open()
         self.parser.configure(self.source.info)
         if self._record_path is not None:
-            from .recording import Recorder  # local: recording imports this module
-
             self._recorder = Recorder(
                 self._record_path, self.source.kind, self.source.info, t0_s=self._now()
             )

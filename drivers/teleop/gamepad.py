@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from .base import DeviceTeleop
+from .events import EV_ABS, EV_KEY, check_event
 from .mapping import DeviceReading, TeleopMapConfig, TeleopMapper, check_action
 
-EV_SYN, EV_KEY, EV_ABS = 0, 1, 3
 ABS_X, ABS_Y, ABS_Z, ABS_RX, ABS_RY, ABS_RZ = 0, 1, 2, 3, 4, 5
 ABS_HAT0X, ABS_HAT0Y = 16, 17
 BTN_SOUTH, BTN_EAST, BTN_NORTH, BTN_WEST = 304, 305, 307, 308
@@ -115,22 +115,6 @@ class GamepadConfig:
                 raise ValueError(f"gripper_axes uses axis {code} without an abs_ranges entry")
         for code, action in self.button_map.items():
             check_action(action, f"GamepadConfig.button_map[{code}]")
-
-
-def check_event(raw: Any) -> tuple[int, int, int]:
-    """Validate one event as three ints ``(type, code, value)``.
-
-    Raises:
-        ValueError: Not a triple of integers, or a key event with a value other than 0/1/2.
-    """
-    if not isinstance(raw, (tuple, list)) or len(raw) != 3:
-        raise ValueError(f"evdev event must be (type, code, value), got {raw!r}")
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in raw):
-        raise ValueError(f"evdev event fields must be integers, got {raw!r}")
-    etype, code, value = (int(v) for v in raw)
-    if etype == EV_KEY and value not in (0, 1, 2):
-        raise ValueError(f"key event {raw!r}: value must be 0 (up), 1 (down) or 2 (repeat)")
-    return etype, code, value
 
 
 class GamepadParser:
