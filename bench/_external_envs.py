@@ -5,9 +5,10 @@ write, trained through the Python Trainer API as a user would.
   reward (-1 per step, 0 when the object is within 5 cm of the goal; no termination, 50-step
   episodes). The observation is a goal-env Dict (``observation``, ``achieved_goal``,
   ``desired_goal``), which ``ObsAdapter`` flattens as is.
-- ``metaworld_pick_place``: Meta-World ``pick-place-v3`` (MT1) with the sparse success reward
-  (1 on success, else 0, :class:`robot_rl.wrappers.SuccessReward` over its ``info["success"]``)
-  and termination on success, 200-step episodes; its 39-dim observation becomes ``state``.
+- ``metaworld_pick_place`` and ``metaworld_push``: Meta-World ``pick-place-v3`` and
+  ``push-v3`` (MT1) with the sparse success reward (1 on success, else 0,
+  :class:`robot_rl.wrappers.SuccessReward` over its ``info["success"]``) and termination on
+  success, 200-step episodes; the 39-dim observation becomes ``state``.
 
 Install: ``pip install -c <pins> gymnasium-robotics==1.4.2 metaworld==3.0.0`` where the pins
 hold this repo's ``mujoco==3.17.0`` and numpy / gymnasium (metaworld 3.1.1 pins mujoco 3.3.0).
@@ -30,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-EXTERNAL_TASKS = ("fetch_pick_place", "metaworld_pick_place")
+EXTERNAL_TASKS = ("fetch_pick_place", "metaworld_pick_place", "metaworld_push")
 
 
 def _patch_gymnasium_robotics() -> None:
@@ -180,28 +181,33 @@ def _make_fetch(seed: int) -> gym.Env:
     return gym.make("FetchPickAndPlace-v4")
 
 
-def _make_metaworld(seed: int) -> gym.Env:
-    import metaworld
+def _metaworld(env_name: str, policy: str) -> tuple[Callable, Callable]:
+    """(make, expert) for the Meta-World MT1 task ``env_name`` and its scripted ``policy``
+    class in ``metaworld.policies``."""
 
-    from robot_rl.wrappers import SuccessReward
+    def make(seed: int) -> gym.Env:
+        import metaworld
 
-    del metaworld  # registers the Meta-World ids
-    _patch_metaworld()
-    env = gym.make(
-        "Meta-World/MT1",
-        env_name="pick-place-v3",
-        seed=seed,
-        max_episode_steps=200,
-        terminate_on_success=True,
-    )
-    return SuccessReward(_MetaWorldSuccess(env))
+        from robot_rl.wrappers import SuccessReward
 
+        del metaworld  # registers the Meta-World ids
+        _patch_metaworld()
+        env = gym.make(
+            "Meta-World/MT1",
+            env_name=env_name,
+            seed=seed,
+            max_episode_steps=200,
+            terminate_on_success=True,
+        )
+        return SuccessReward(_MetaWorldSuccess(env))
 
-def _metaworld_expert(env: gym.Env) -> MetaWorldExpert:
-    from metaworld.policies import SawyerPickPlaceV3Policy
+    def expert(env: gym.Env) -> MetaWorldExpert:
+        from metaworld import policies
 
-    del env
-    return MetaWorldExpert(SawyerPickPlaceV3Policy())
+        del env
+        return MetaWorldExpert(getattr(policies, policy)())
+
+    return make, expert
 
 
 TASKS = {
@@ -213,8 +219,12 @@ TASKS = {
     ),
     "metaworld_pick_place": ExternalTask(
         "metaworld_pick_place",
-        _make_metaworld,
-        _metaworld_expert,
+        *_metaworld("pick-place-v3", "SawyerPickPlaceV3Policy"),
+        "sparse success: 1 on success (which ends the episode), else 0",
+    ),
+    "metaworld_push": ExternalTask(
+        "metaworld_push",
+        *_metaworld("push-v3", "SawyerPushV3Policy"),
         "sparse success: 1 on success (which ends the episode), else 0",
     ),
 }

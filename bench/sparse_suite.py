@@ -9,8 +9,8 @@ reward and (unless named ``+human``) no human:
 - a twin task with the suffix ``:shaped`` (``pick_cube:shaped``) learns from the twin's shaped,
   privileged reward instead: the regression check that an agent chosen for sparse rewards does
   not lose the shaped-reward figures;
-- ``fetch_pick_place`` (gymnasium-robotics) and ``metaworld_pick_place`` (Meta-World), envs we did
-  not write, through the Python ``Trainer`` API (``bench/_external_envs.py``).
+- ``fetch_pick_place`` (gymnasium-robotics), ``metaworld_pick_place`` and ``metaworld_push``
+  (Meta-World), envs we did not write, through the Python ``Trainer`` API (``bench/_external_envs.py``).
 
 Configs are named agent settings (``CONFIGS``): ``previous`` is the agent ``robot-rl train``
 used before stage 9, ``default`` whatever it uses now; the others are the candidates measured.
@@ -90,7 +90,7 @@ class SuiteConfig:
 
     tasks: tuple[str, ...] = ("pick_cube",)
     """Twin tasks (pick_cube, reach, peg_insert, peg_insert+human; add ``:shaped`` for the
-    shaped reward) and external ones (fetch_pick_place, metaworld_pick_place)."""
+    shaped reward) and external ones (fetch_pick_place, metaworld_pick_place, metaworld_push)."""
     configs: tuple[str, ...] = ("previous", "default")
     """Agent configs by name (CONFIGS)."""
     seeds: int = 3
@@ -117,7 +117,7 @@ class SuiteConfig:
 
 
 STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+human": 10_000,
-         "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000,
+         "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000, "metaworld_push": 30_000,
          "pick_cube:shaped": 10_000}  # fmt: skip
 
 
