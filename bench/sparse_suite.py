@@ -10,7 +10,8 @@ reward and (unless named ``+human``) no human:
   privileged reward instead: the regression check that an agent chosen for sparse rewards does
   not lose the shaped-reward figures;
 - ``fetch_pick_place`` (gymnasium-robotics), ``metaworld_pick_place`` and ``metaworld_push``
-  (Meta-World), envs we did not write, through the Python ``Trainer`` API (``bench/_external_envs.py``).
+  (Meta-World), envs we did not write, through the Python ``Trainer`` API
+  (``bench/_external_envs.py``).
 
 Configs are named agent settings (``CONFIGS``): ``previous`` is the agent ``robot-rl train``
 used before stage 9, ``default`` whatever it uses now; the others are the candidates measured.
