@@ -254,6 +254,8 @@ class SACAgent:
         demonstration and intervened rows (Q-filtered with ``cfg.bc_q_filter``); 0 if none."""
         target = batch.action[:, : self.arm_dim].float()  # (B, A_arm)
         rows = batch.is_demo.bool() | batch.intervened.bool()  # (B,)
+        if not bool(rows.any()):  # no demos and no person in this batch: nothing to clone
+            return z.new_zeros(())
         mode = self.actor.mode(z)  # (B, A_arm)
         if self.cfg.bc_q_filter:
             with torch.no_grad():
