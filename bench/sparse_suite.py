@@ -80,6 +80,14 @@ CONFIGS: dict[str, dict] = {
         "num_critics": 10,
         "n_step": 3,
     },
+    "no_backup_entropy_bc_n3": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 2,
+        "bc_weight": 1.0,
+        "bc_q_filter": True,
+        "n_step": 3,
+    },
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
