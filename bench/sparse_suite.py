@@ -354,7 +354,10 @@ def summarize(cfg: SuiteConfig) -> list[dict]:
 
 
 def _plot(path: Path, recs: list[dict]) -> None:
+    """One panel per task: per config the mean success over its seeds, shaded from the worst
+    seed to the best at each evaluation."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
@@ -370,12 +373,16 @@ def _plot(path: Path, recs: list[dict]) -> None:
     for ax in axes[len(tasks) :]:
         ax.set_visible(False)
     for ax, task in zip(axes, tasks, strict=False):
-        for r in (r for r in recs if r["task"] == task):
-            xs, ys = zip(*r["curve"], strict=True)
-            label = r["config"] if r["seed"] == min(
-                q["seed"] for q in recs if q["task"] == task and q["config"] == r["config"]
-            ) else None  # fmt: skip
-            ax.plot(xs, ys, color=colors[r["config"]], alpha=0.8, marker=".", label=label)
+        for config in configs:  # mean over seeds, the band from the worst to the best seed
+            curves = [dict(r["curve"]) for r in recs if (r["task"], r["config"]) == (task, config)]
+            if not curves:
+                continue
+            xs = sorted(set.intersection(*(set(c) for c in curves)))
+            ys = np.array([[c[x] for x in xs] for c in curves])  # (seeds, evals)
+            label = f"{config} ({len(curves)} seed{'s' if len(curves) > 1 else ''})"
+            ax.plot(xs, ys.mean(0), color=colors[config], marker=".", label=label)
+            if len(curves) > 1:
+                ax.fill_between(xs, ys.min(0), ys.max(0), color=colors[config], alpha=0.15)
         ax.axhline(0.9, color="grey", linestyle="--", linewidth=1)
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"{task.partition(':')[0]} ({_task_reward(task)} reward)")
