@@ -88,6 +88,17 @@ CONFIGS: dict[str, dict] = {
         "bc_q_filter": True,
         "n_step": 3,
     },
+    # + the reward shifted by +1 per step (TrainConfig.reward_offset, not an agent setting):
+    # Fetch's -1/0 cost without termination becomes 0/1, so a failing state is worth 0, where a
+    # fresh critic starts, instead of -1 / (1 - gamma) = -100
+    "no_backup_entropy_bc_offset1": {
+        "init_temperature": 0.01,
+        "backup_entropy": False,
+        "num_critics": 2,
+        "bc_weight": 1.0,
+        "bc_q_filter": True,
+        "reward_offset": 1.0,
+    },
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
@@ -148,7 +159,16 @@ def _sac(name: str):
     base = TrainCmdConfig(run=Path("unused")).sac  # robot-rl train's agent
     if name not in CONFIGS:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
-    return dataclasses.replace(base, **CONFIGS[name])
+    agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS}
+    return dataclasses.replace(base, **agent)
+
+
+LOOP_KEYS = ("reward_offset",)
+"""Config keys that set the training loop (TrainConfig), not the agent."""
+
+
+def _offset(name: str) -> float:
+    return float(CONFIGS[name].get("reward_offset", 0.0))
 
 
 def _curve_figures(curve: list[tuple[int, float]]) -> dict:
@@ -181,6 +201,7 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
         run=root / "run", env=env, demos=demos, steps=cfg.steps or _steps(task), seed=seed,
         eval_every_steps=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         num_threads=cfg.num_threads, progress=False, human=human, sac=_sac(config),
+        reward_offset=_offset(config),
     )  # fmt: skip
     res = run_train(cmd)
     evals = [json.loads(s) for s in (root / "run" / "eval.jsonl").read_text().splitlines()]
@@ -205,7 +226,7 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
     tcfg = TrainConfig(
         total_env_steps=cfg.steps or _steps(task), seed=seed, eval_every_steps=cfg.eval_every,
         eval_episodes=cfg.eval_episodes, num_threads=cfg.num_threads, progress=False,
-        eval_seed=1_000_000,
+        eval_seed=1_000_000, reward_offset=_offset(config),
     )  # fmt: skip
 
     def make_agent(layout, action_dim):
