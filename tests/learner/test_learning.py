@@ -101,11 +101,14 @@ def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
 
 def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     """--task-reward sparse (1 on success, else 0; no shaping): the demos carry the only reward
-    at first. Without the entropy bonus in the critic's target (HIL-SERL's setting) and with a
-    10-critic ensemble, success rises from ~0 to a clear majority; the best checkpoint keeps
-    it (bench/sparse_suite.py measures the configs)."""
+    at first. With the default agent's settings (no entropy bonus in the critic's target, as
+    HIL-SERL; Q-filtered behaviour cloning on the demos), success rises from ~0 to a clear
+    majority; the best checkpoint keeps it (bench/sparse_suite.py measures the configs)."""
+    from robot_rl.cli.train import TRAIN_SAC
+
     env = LearnerEnvConfig(task="reach", obs="state", task_reward="sparse")
-    sac = small_sac(backup_entropy=False, init_temperature=0.01, num_critics=10)
+    agent = ("backup_entropy", "init_temperature", "num_critics", "bc_weight", "bc_q_filter")
+    sac = small_sac(**{k: getattr(TRAIN_SAC, k) for k in agent})  # hidden layers shrunk
     res, evals = _learn(
         tmp_path, env, demos=10, steps=2000, eval_every=500, sac=sac, batch_size=128,
         eval_episodes=10, utd=2,
