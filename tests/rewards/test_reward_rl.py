@@ -25,9 +25,6 @@ from robot_rl.replay import EpisodeLog
 # at about 3k steps here (bench/reward_rl.py: the classifier's first success at 3-3.5k, 0.4-0.7
 # at 4k); CI runs the short version (about 4 minutes), `-m slow` the long one.
 SHORT, LONG = (4_000, 0.3), (6_000, 0.6)
-# The classifier's reward path is under test here, not the agent: 2 critics (the default's 10 cost
-# ~3.6x per state update; tests/learner/test_learning.py learns with the default agent).
-AGENT = ("--sac.num-critics", "2")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +58,7 @@ def test_rl_with_the_learned_classifier_improves_success(trained, demos, tmp_pat
     proc = robot_rl(
         "train", "--run", str(run), "--demos", str(demos), "--reward", str(model),
         "--human", "sim", "--steps", str(steps), "--eval-every-steps", str(steps // 4),
-        "--eval-episodes", "10", *AGENT, "--no-progress", "--json",
+        "--eval-episodes", "10", "--no-progress", "--json",
         timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
