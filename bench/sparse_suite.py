@@ -44,61 +44,30 @@ from sample_efficiency import machine_info  # noqa: E402
 TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human")
 """Twin tasks (sparse reward); each also as ``task:shaped``."""
 
+_NBE = {"init_temperature": 0.01, "backup_entropy": False}
+"""No entropy bonus in the critic's target and a small initial temperature (HIL-SERL's real-robot
+setting: backup_entropy False, temperature_init 1e-2)."""
+_BC = {"bc_weight": 1.0, "bc_q_filter": True}
+"""Behaviour cloning on demo and intervened rows, Q-filtered (policies.config.SACConfig)."""
+
 CONFIGS: dict[str, dict] = {
+    # Every config but "default" overrides plain SACConfig(), so that it stays the same agent
+    # whatever robot-rl train's default becomes.
     # robot-rl train's agent before stage 9 (SACConfig with init_temperature 0.1).
     "previous": {"init_temperature": 0.1, "backup_entropy": True, "num_critics": 2},
-    # no entropy bonus in the critic's target and a small initial temperature (HIL-SERL's
-    # real-robot setting: backup_entropy False, temperature_init 1e-2)
-    "no_backup_entropy": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 2},
+    "no_backup_entropy": {**_NBE, "num_critics": 2},
     # the same with RLPD's / HIL-SERL's 10-critic ensemble (min over a random 2)
-    "ensemble10": {"init_temperature": 0.01, "backup_entropy": False, "num_critics": 10},
-    # + behaviour cloning on demo and intervened rows, Q-filtered (policies.config.SACConfig)
-    "no_backup_entropy_bc": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 2,
-        "bc_weight": 1.0,
-        "bc_q_filter": True,
-    },
-    "ensemble10_bc": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 10,
-        "bc_weight": 1.0,
-        "bc_q_filter": True,
-    },
+    "ensemble10": {**_NBE, "num_critics": 10},
+    "no_backup_entropy_bc": {**_NBE, "num_critics": 2, **_BC},
+    "ensemble10_bc": {**_NBE, "num_critics": 10, **_BC},
     # + 3-step returns (SACConfig.n_step; DrQ-v2's setting): sparse rewards reach back faster
-    "no_backup_entropy_n3": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 2,
-        "n_step": 3,
-    },
-    "ensemble10_n3": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 10,
-        "n_step": 3,
-    },
-    "no_backup_entropy_bc_n3": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 2,
-        "bc_weight": 1.0,
-        "bc_q_filter": True,
-        "n_step": 3,
-    },
+    "no_backup_entropy_n3": {**_NBE, "num_critics": 2, "n_step": 3},
+    "ensemble10_n3": {**_NBE, "num_critics": 10, "n_step": 3},
+    "no_backup_entropy_bc_n3": {**_NBE, "num_critics": 2, **_BC, "n_step": 3},
     # + the reward shifted by +1 per step (TrainConfig.reward_offset, not an agent setting):
     # Fetch's -1/0 cost without termination becomes 0/1, so a failing state is worth 0, where a
     # fresh critic starts, instead of -1 / (1 - gamma) = -100
-    "no_backup_entropy_bc_offset1": {
-        "init_temperature": 0.01,
-        "backup_entropy": False,
-        "num_critics": 2,
-        "bc_weight": 1.0,
-        "bc_q_filter": True,
-        "reward_offset": 1.0,
-    },
+    "no_backup_entropy_bc_offset1": {**_NBE, "num_critics": 2, **_BC, "reward_offset": 1.0},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
@@ -153,18 +122,21 @@ def _task_reward(task: str) -> str:
     return variant or "sparse"
 
 
-def _sac(name: str):
-    from robot_rl.cli.train import TrainCmdConfig
-
-    base = TrainCmdConfig(run=Path("unused")).sac  # robot-rl train's agent
-    if name not in CONFIGS:
-        raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
-    agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS}
-    return dataclasses.replace(base, **agent)
-
-
 LOOP_KEYS = ("reward_offset",)
 """Config keys that set the training loop (TrainConfig), not the agent."""
+
+
+def _sac(name: str):
+    """The agent of config ``name``: robot-rl train's for "default", else plain SACConfig()
+    with the config's overrides."""
+    from policies.config import SACConfig
+    from robot_rl.cli.train import TRAIN_SAC
+
+    if name not in CONFIGS:
+        raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+    base = TRAIN_SAC if name == "default" else SACConfig()
+    agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS}
+    return dataclasses.replace(base, **agent)
 
 
 def _offset(name: str) -> float:
