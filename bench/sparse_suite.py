@@ -68,6 +68,15 @@ CONFIGS: dict[str, dict] = {
     # Fetch's -1/0 cost without termination becomes 0/1, so a failing state is worth 0, where a
     # fresh critic starts, instead of -1 / (1 - gamma) = -100
     "no_backup_entropy_bc_offset1": {**_NBE, "num_critics": 2, **_BC, "reward_offset": 1.0},
+    # the default without the Q filter: cloning never stops as the critic comes to rate the
+    # policy above the demos
+    "no_backup_entropy_bc_noqf": {**_NBE, "num_critics": 2, "bc_weight": 1.0},
+    # the default with the temperature held at >= its initial 0.01 (SACConfig.min_temperature)
+    "no_backup_entropy_bc_tfloor": {**_NBE, "num_critics": 2, **_BC, "min_temperature": 0.01},
+    # the default with the actor's Q term divided by mean |Q| when above 1 (TD3+BC)
+    "no_backup_entropy_bc_norm": {**_NBE, "num_critics": 2, **_BC, "bc_normalize": True},
+    # the default with gamma 0.98 (the HER papers' setting for Fetch)
+    "no_backup_entropy_bc_g98": {**_NBE, "num_critics": 2, **_BC, "gamma": 0.98},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }

@@ -106,6 +106,9 @@ class SACConfig:
     """Initial entropy temperature alpha."""
     target_entropy: float | None = None
     """Target entropy in nats; None = -A/2 (A = continuous action dims)."""
+    min_temperature: float = 0.0
+    """Floor of the temperature alpha (log alpha is clamped after each step). 0: none. With a
+    sparse reward the temperature can decay to ~1e-3, where entropy no longer matters."""
     backup_entropy: bool = True
     """Subtract alpha * log pi(a'|s') in the critic target (RLPD turns this off)."""
     bc_weight: float = 0.0
@@ -115,6 +118,11 @@ class SACConfig:
     bc_q_filter: bool = False
     """With bc_weight: clone a row only where the critics rate its action at least as high as
     the policy's own (Q filter, Nair et al. 2018), so that the policy may outgrow the demos."""
+    bc_normalize: bool = False
+    """With bc_weight: divide the actor's SAC term (alpha * log pi - Q) by the batch's mean |Q|
+    (detached) when that exceeds 1, as TD3+BC does, so that cloning keeps its weight where
+    returns are large (a -1 per-step cost: |Q| up to 1 / (1 - gamma)). Rewards in [0, 1] with
+    termination on success (|Q| <= 1) are unaffected."""
     log_std_min: float = -5.0
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -165,6 +173,11 @@ class SACConfig:
             raise ValueError("log_std_min must be < log_std_max")
         if self.init_temperature <= 0:
             raise ValueError("init_temperature must be > 0")
+        if not 0.0 <= self.min_temperature <= self.init_temperature:
+            raise ValueError(
+                f"min_temperature must be in [0, init_temperature={self.init_temperature}] "
+                f"(0: no floor), got {self.min_temperature}"
+            )
         if self.critic_loss not in ("mse", "hl_gauss"):
             raise ValueError("critic_loss must be 'mse' or 'hl_gauss'")
         if self.actor_q not in ("mean", "min"):

@@ -88,6 +88,7 @@ class SACAgent:
         self.log_alpha = torch.tensor(
             float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True
         )
+        self._bc_kept: torch.Tensor | None = None  # Q filter's pass rate in the last actor loss
         self.target_entropy = (
             cfg.target_entropy if cfg.target_entropy is not None else -self.arm_dim / 2.0
         )
@@ -246,6 +247,8 @@ class SACAgent:
         q = q.mean(0) if self.cfg.actor_q == "mean" else q.min(0).values
         loss = (self.alpha.detach() * logp - q).mean()
         if self.cfg.bc_weight > 0 and batch is not None:
+            if self.cfg.bc_normalize:  # TD3+BC: the Q term in units of the batch's |Q|
+                loss = loss / q.detach().abs().mean().clamp_min(1.0)
             loss = loss + self.cfg.bc_weight * self._bc_loss(z, batch)
         return loss, logp.detach()
 
@@ -261,7 +264,9 @@ class SACAgent:
             with torch.no_grad():
                 q_data = self._q_values(self.critic(z, target)).mean(0)  # (B,)
                 q_pi = self._q_values(self.critic(z, mode)).mean(0)
-            rows = rows & (q_data >= q_pi)
+            kept = rows & (q_data >= q_pi)
+            self._bc_kept = kept.sum() / rows.sum()  # logged: how much the filter lets through
+            rows = kept
         err = ((mode - target) ** 2).sum(-1)  # (B,)
         w = rows.float()
         return (err * w).sum() / w.sum().clamp_min(1.0)
@@ -300,10 +305,16 @@ class SACAgent:
         a_loss, logp = self.actor_loss(z, batch)
         self._step(self.actor_opt, a_loss)
         self._step(self.alpha_opt, self.temperature_loss(logp))
+        if self.cfg.min_temperature > 0:
+            with torch.no_grad():
+                self.log_alpha.clamp_(min=float(np.log(self.cfg.min_temperature)))
         self.num_updates += 1
         metrics.update(
             actor_loss=a_loss.detach(), temperature=self.alpha.detach(), entropy=-logp.mean()
         )
+        if self._bc_kept is not None:
+            metrics.update(bc_q_filter_kept=self._bc_kept.detach())
+            self._bc_kept = None
         return _to_floats(metrics)
 
     # ---------------------------------------------------------------- state

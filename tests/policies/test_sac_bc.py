@@ -16,9 +16,9 @@ ADIM = 3
 DEMO_ACTION = torch.tensor([0.6, -0.4, 0.2])
 
 
-def _batches(flag: str, n: int = 64):
+def _batches(flag: str, n: int = 64, reward_scale: float = 1.0):
     """Batches whose rows flagged ``flag`` ("is_demo", "intervened" or "none") carry
-    DEMO_ACTION; the other rows random actions."""
+    DEMO_ACTION; the other rows random actions; rewards random times ``reward_scale``."""
     gen = torch.Generator().manual_seed(0)
 
     def sample():
@@ -29,15 +29,18 @@ def _batches(flag: str, n: int = 64):
         flags = {"is_demo": b.is_demo.clone(), "intervened": b.intervened.clone()}
         if flag != "none":
             flags[flag] = marked
-        return dataclasses.replace(b, action=action, **flags)
+        reward = b.reward * reward_scale
+        return dataclasses.replace(b, action=action, reward=reward, **flags)
 
     return sample
 
 
-def _distance_after_training(bc_weight: float, flag: str, updates: int = 300) -> float:
+def _distance_after_training(
+    bc_weight: float, flag: str, updates: int = 300, reward_scale: float = 1.0, **sac
+) -> float:
     """Mean distance of the policy's deterministic action from DEMO_ACTION on fresh states."""
-    agent = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=bc_weight, actor_lr=3e-3), seed=0)
-    sample = _batches(flag)
+    agent = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=bc_weight, actor_lr=3e-3, **sac), seed=0)
+    sample = _batches(flag, reward_scale=reward_scale)
     for _ in range(updates):
         agent.update(sample)
     obs = random_batch(LAYOUT, ADIM, 64, torch.Generator().manual_seed(9)).obs
@@ -59,6 +62,20 @@ def test_bc_ignores_rows_no_demo_or_person_chose():
     assert _distance_after_training(1.0, "none", 50) == _distance_after_training(0.0, "none", 50)
 
 
+def test_bc_normalize_keeps_cloning_when_returns_are_large():
+    # Rewards x100 make |Q| large: the Q term's gradient drowns a fixed-weight BC term, unless
+    # the Q term is divided by the batch's mean |Q| (TD3+BC).
+    drowned = _distance_after_training(1.0, "is_demo", reward_scale=100.0)
+    normalized = _distance_after_training(1.0, "is_demo", reward_scale=100.0, bc_normalize=True)
+    assert normalized < 0.5 * drowned, (normalized, drowned)
+
+
+def test_bc_normalize_leaves_small_returns_alone():
+    # |Q| <= 1 (rewards in [0, 1] here, 50 updates): the divisor is clamped to 1.
+    plain = _distance_after_training(1.0, "is_demo", 50, reward_scale=0.01)
+    assert _distance_after_training(1.0, "is_demo", 50, reward_scale=0.01, bc_normalize=True) == plain
+
+
 def test_q_filter_clones_only_rows_the_critics_rate_at_least_as_high_as_the_policy():
     agent = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=1.0, bc_q_filter=True), seed=0)
     batch = _batches("is_demo")()
@@ -73,6 +90,28 @@ def test_q_filter_clones_only_rows_the_critics_rate_at_least_as_high_as_the_poli
     torch.testing.assert_close(agent._bc_loss(z, batch), err[keep].mean())
     unfiltered = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=1.0), seed=0)
     torch.testing.assert_close(unfiltered._bc_loss(z, batch), err[batch.is_demo].mean())
+
+
+def test_the_q_filters_pass_rate_is_reported():
+    agent = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=1.0, bc_q_filter=True), seed=0)
+    m = agent.update(_batches("is_demo"))
+    assert 0.0 <= m["bc_q_filter_kept"] <= 1.0
+    plain = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=1.0), seed=0)
+    assert "bc_q_filter_kept" not in plain.update(_batches("is_demo"))
+
+
+def test_the_temperature_stays_above_its_floor():
+    # Random rewards, target entropy far below the policy's: alpha falls at every step.
+    cfg = dict(init_temperature=0.01, temperature_lr=0.1, target_entropy=-50.0)
+    free = SACAgent(LAYOUT, ADIM, small_sac(**cfg), seed=0)
+    floored = SACAgent(LAYOUT, ADIM, small_sac(min_temperature=0.005, **cfg), seed=0)
+    sample = _batches("none")
+    for _ in range(50):
+        free.update(sample)
+        assert floored.update(sample)["temperature"] >= 0.005 * (1 - 1e-6)
+    assert float(free.alpha.detach()) < 0.005  # without the floor it would have gone below
+    with pytest.raises(ValueError, match="min_temperature must be in"):
+        small_sac(min_temperature=0.1, init_temperature=0.01)
 
 
 def test_a_negative_bc_weight_is_refused():
