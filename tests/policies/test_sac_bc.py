@@ -71,9 +71,10 @@ def test_bc_normalize_keeps_cloning_when_returns_are_large():
 
 
 def test_bc_normalize_leaves_small_returns_alone():
-    # |Q| <= 1 (rewards in [0, 1] here, 50 updates): the divisor is clamped to 1.
+    # |Q| < 1 (rewards in [0, 0.01], 50 updates): the divisor is clamped to 1.
     plain = _distance_after_training(1.0, "is_demo", 50, reward_scale=0.01)
-    assert _distance_after_training(1.0, "is_demo", 50, reward_scale=0.01, bc_normalize=True) == plain
+    normalized = _distance_after_training(1.0, "is_demo", 50, reward_scale=0.01, bc_normalize=True)
+    assert normalized == plain
 
 
 def test_q_filter_clones_only_rows_the_critics_rate_at_least_as_high_as_the_policy():
