@@ -257,7 +257,10 @@ class SACAgent:
         demonstration and intervened rows (Q-filtered with ``cfg.bc_q_filter``); 0 if none."""
         target = batch.action[:, : self.arm_dim].float()  # (B, A_arm)
         rows = batch.is_demo.bool() | batch.intervened.bool()  # (B,)
-        if not bool(rows.any()):  # no demos and no person in this batch: nothing to clone
+        # No demo and no person in this batch: nothing to clone. On the CPU skip the work (the
+        # Q filter's two critic passes); on an accelerator the check would cost a host sync per
+        # update, and the masked mean below is 0 anyway.
+        if self.device.type == "cpu" and not bool(rows.any()):
             return z.new_zeros(())
         mode = self.actor.mode(z)  # (B, A_arm)
         if self.cfg.bc_q_filter:
@@ -265,7 +268,7 @@ class SACAgent:
                 q_data = self._q_values(self.critic(z, target)).mean(0)  # (B,)
                 q_pi = self._q_values(self.critic(z, mode)).mean(0)
             kept = rows & (q_data >= q_pi)
-            self._bc_kept = kept.sum() / rows.sum()  # logged: how much the filter lets through
+            self._bc_kept = kept.sum() / rows.sum().clamp_min(1)  # logged: the filter's pass rate
             rows = kept
         err = ((mode - target) ** 2).sum(-1)  # (B,)
         w = rows.float()

@@ -105,12 +105,15 @@ class LearnerCore:
                 else ReplayBuffer(extra, layout, self.action_dim, device, features=feats)
             )
         agent_cfg = getattr(self.agent, "cfg", None)  # n-step returns: the agent's setting
+        self.gamma = float(getattr(agent_cfg, "gamma", 0.99))
+        """The agent's discount (0.99 for an agent without one): the replay's n-step sums and
+        the reward-trap check use it."""
         self.mixer = Mixer(
             self.online,
             self.demo_buffer,
             cfg.demo_fraction,
             n_step=int(getattr(agent_cfg, "n_step", 1)),
-            gamma=float(getattr(agent_cfg, "gamma", 0.99)),
+            gamma=self.gamma,
             reward_offset=cfg.reward_offset,
         )
         self.norm: StateNormalizer | None = None

@@ -186,8 +186,7 @@ class Trainer:
             cfg, make_agent, self.layout, self.action_dim, self.run_dir, demos, device, room
         )
         self.router = self.core.router()
-        gamma = float(getattr(getattr(self.agent, "cfg", None), "gamma", 0.99))
-        self.traps = RewardTrapCheck(gamma, cfg.reward_offset)
+        self.traps = RewardTrapCheck(self.core.gamma, cfg.reward_offset)
         """The reward-trap check (:mod:`robot_rl.learner.traps`); ``traps.warnings`` lists what
         it found (also in the result, tensorboard text and the log). The actor runs it on every
         episode it writes."""
