@@ -71,6 +71,13 @@ CONFIGS: dict[str, dict] = {
     # the default without the Q filter: cloning never stops as the critic comes to rate the
     # policy above the demos
     "no_backup_entropy_bc_noqf": {**_NBE, "num_critics": 2, "bc_weight": 1.0},
+    # no Q filter and the Q term normalised (TD3+BC as published: it clones every demo row)
+    "no_backup_entropy_bc_noqf_norm": {
+        **_NBE,
+        "num_critics": 2,
+        "bc_weight": 1.0,
+        "bc_normalize": True,
+    },
     # the default with the temperature held at >= its initial 0.01 (SACConfig.min_temperature)
     "no_backup_entropy_bc_tfloor": {**_NBE, "num_critics": 2, **_BC, "min_temperature": 0.01},
     # the default with the actor's Q term divided by mean |Q| when above 1 (TD3+BC)
