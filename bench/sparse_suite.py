@@ -84,6 +84,8 @@ CONFIGS: dict[str, dict] = {
     "no_backup_entropy_bc_norm": {**_NBE, "num_critics": 2, **_BC, "bc_normalize": True},
     # the default with gamma 0.98 (the HER papers' setting for Fetch)
     "no_backup_entropy_bc_g98": {**_NBE, "num_critics": 2, **_BC, "gamma": 0.98},
+    # the default with gamma 0.97 (HIL-SERL's and SERL's discount)
+    "no_backup_entropy_bc_g97": {**_NBE, "num_critics": 2, **_BC, "gamma": 0.97},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
