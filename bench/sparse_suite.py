@@ -86,6 +86,9 @@ CONFIGS: dict[str, dict] = {
     "no_backup_entropy_bc_g98": {**_NBE, "num_critics": 2, **_BC, "gamma": 0.98},
     # the default with gamma 0.97 (HIL-SERL's and SERL's discount)
     "no_backup_entropy_bc_g97": {**_NBE, "num_critics": 2, **_BC, "gamma": 0.97},
+    # the default with the actor maximising the critics' min instead of their mean (a
+    # pessimistic actor: less room to exploit an overrating critic)
+    "no_backup_entropy_bc_amin": {**_NBE, "num_critics": 2, **_BC, "actor_q": "min"},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
