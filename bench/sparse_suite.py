@@ -78,6 +78,8 @@ CONFIGS: dict[str, dict] = {
         "bc_weight": 1.0,
         "bc_normalize": True,
     },
+    # strong cloning on every demo row (10x the default's weight, no Q filter)
+    "no_backup_entropy_bc10_noqf": {**_NBE, "num_critics": 2, "bc_weight": 10.0},
     # the default with the temperature held at >= its initial 0.01 (SACConfig.min_temperature)
     "no_backup_entropy_bc_tfloor": {**_NBE, "num_critics": 2, **_BC, "min_temperature": 0.01},
     # the default with the actor's Q term divided by mean |Q| when above 1 (TD3+BC)
