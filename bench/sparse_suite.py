@@ -380,10 +380,11 @@ def _plot(path: Path, recs: list[dict]) -> None:
 
     tasks = sorted({r["task"] for r in recs})
     configs = sorted({r["config"] for r in recs})
-    colors = {c: f"C{i}" for i, c in enumerate(configs)}
+    palette = matplotlib.colormaps["tab20"]  # one colour per config, the same in every panel
+    colors = {c: palette(i % 20) for i, c in enumerate(configs)}
     cols = min(4, len(tasks))
     rows = -(-len(tasks) // cols)
-    fig = Figure(figsize=(4.2 * cols, 3.4 * rows), dpi=100)
+    fig = Figure(figsize=(4.6 * cols, 4.0 * rows), dpi=100)
     grid = fig.subplots(rows, cols, squeeze=False)
     axes = [ax for row in grid for ax in row]
     for ax in axes[len(tasks) :]:
@@ -396,7 +397,11 @@ def _plot(path: Path, recs: list[dict]) -> None:
             xs = sorted(set.intersection(*(set(c) for c in curves)))
             ys = np.array([[c[x] for x in xs] for c in curves])  # (seeds, evals)
             label = f"{config} ({len(curves)} seed{'s' if len(curves) > 1 else ''})"
-            ax.plot(xs, ys.mean(0), color=colors[config], marker=".", label=label)
+            single = len(curves) == 1  # a one-seed screen: thin and dashed
+            ax.plot(
+                xs, ys.mean(0), color=colors[config], marker="." if not single else None,
+                linestyle="--" if single else "-", linewidth=1.0 if single else 1.8, label=label,
+            )  # fmt: skip
             if len(curves) > 1:
                 ax.fill_between(xs, ys.min(0), ys.max(0), color=colors[config], alpha=0.15)
         ax.axhline(0.9, color="grey", linestyle="--", linewidth=1)
@@ -404,7 +409,7 @@ def _plot(path: Path, recs: list[dict]) -> None:
         ax.set_title(f"{task.partition(':')[0]} ({_task_reward(task)} reward)")
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right", fontsize=7)
     for row in grid:
         row[0].set_ylabel("eval success rate")
     fig.tight_layout()
