@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from robot_rl.cli.collect import LearnerEnvConfig
-from robot_rl.cli.record import env_wrappers, stamp_of
+from robot_rl.cli.record import env_wrappers
+from robot_rl.cli.record_loop import stamp_of
 from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
 from robot_rl.core import keys
 

@@ -42,17 +42,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import Any
 
 from robot_rl.cli.collect import LearnerEnvConfig, ObsMode, same_data_settings
+from robot_rl.cli.record_loop import SuccessFrom
 from robot_rl.cli.teleop_env import TeleopOptions, TeleopRunConfig, check_out
-from robot_rl.core import keys
-
-SuccessFrom = Literal["buttons", "task", "both"]
-END_BUTTONS = ("discard", "failure", "success", "reset")
-"""Buttons that end an episode, in priority order when several are pressed at once."""
 
 
 @dataclass(frozen=True)
@@ -212,17 +206,3 @@ def print_report(result: dict) -> None:
         f"holds {result['dataset_episodes']} episodes / {result['dataset_steps']} steps"
         + (f"; stopped by {result['stopped_by']}" if result["stopped_by"] else "")
     )
-
-
-def success_label(end: str, success_from: SuccessFrom) -> bool | None:
-    """The stored ``success`` for an episode kept for reason ``end``."""
-    if end in ("success", "task_success"):
-        return True
-    if end in ("failure", "task_failure"):
-        return False
-    return None if success_from == "buttons" else False  # reset / time limit
-
-
-def stamp_of(obs: dict) -> float:
-    """The robot-state stamp of an env observation (seconds)."""
-    return float(np.asarray(obs.get(keys.STAMPS, {}).get(keys.STAMP_STATE, 0.0)))

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from robot_rl.cli.record import END_BUTTONS, stamp_of, success_label
+import numpy as np
+
 from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag
 from robot_rl.core import keys
 from robot_rl.core.teleop_action import teleop_to_action
+
+SuccessFrom = Literal["buttons", "task", "both"]
+END_BUTTONS = ("discard", "failure", "success", "reset")
+"""Buttons that end an episode, in priority order when several are pressed at once."""
+
+
+def success_label(end: str, success_from: SuccessFrom) -> bool | None:
+    """The stored ``success`` for an episode kept for reason ``end``."""
+    if end in ("success", "task_success"):
+        return True
+    if end in ("failure", "task_failure"):
+        return False
+    return None if success_from == "buttons" else False  # reset / time limit
+
+
+def stamp_of(obs: dict) -> float:
+    """The robot-state stamp of an env observation (seconds)."""
+    return float(np.asarray(obs.get(keys.STAMPS, {}).get(keys.STAMP_STATE, 0.0)))
+
 
 KEPT_ENDS = ("success", "failure", "reset", "time_limit", "task_success", "task_failure")
 PROGRESS_EVERY = 20  # steps between progress lines without a terminal

@@ -72,7 +72,8 @@ reward"):
 - behaviour cloning on demo and intervened rows, Q-filtered (``bc_weight=1``,
   ``bc_q_filter``): peg_insert with the simulated human reached 90% within 10k steps on 3 of 3
   seeds and kept it (without it one seed in three fell from 0.5 to 0.2; a rerun of that seed
-  reproduces the fall bit for bit), and Meta-World pick-place was learned at all (0.9 at 6k; 0.1 at best without);
+  reproduces the fall bit for bit), and Meta-World pick-place was learned at all (0.9 at 6k;
+  0.1 at best without);
 - 2 critics: with BC, a 10-critic ensemble (RLPD / HIL-SERL) reached 90% on peg_insert ~2k
   steps sooner but costs ~2.5-3.6x per update on a CPU, which a 2-core robot learner cannot
   pay at 10 Hz (``--sac.num-critics 10`` on a GPU learner)."""

@@ -52,7 +52,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from robot_rl.cli.record import env_wrappers, stamp_of
+from robot_rl.cli.record import env_wrappers
+from robot_rl.cli.record_loop import stamp_of
 from robot_rl.cli.teleop_env import (
     TELEOP_MODULES,
     Pacer,
