@@ -27,17 +27,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 
 from robot_rl.core.types import StaleSensorError
-
-if TYPE_CHECKING:
-    from robot_rl.cli.up import Supervisor
 
 EXIT_NODE_DIED = 3
 """Exit code of a command whose required node died (``up`` and every ``--launch`` command)."""
@@ -115,6 +112,27 @@ class NodeDiedError(Exception):
         else:
             lines.append(f"({death.log_path} is empty or unreadable)")
         super().__init__("\n".join(lines))
+
+
+class Supervisor(Protocol):
+    """What this module needs of the node supervisor (:class:`robot_rl.cli.up.Supervisor`)."""
+
+    clock: Callable[[], float]
+    """Monotonic time source, seconds."""
+    stopping: bool
+    """True once the supervisor is shutting the nodes down."""
+
+    def required_death(self, since_s: float | None = None) -> Death | None:
+        """A required node's death (reaping and restarting nodes on the way), or None."""
+        ...
+
+    def wait_required_death(self, grace_s: float, since_s: float | None = None) -> Death | None:
+        """:meth:`required_death`, waiting up to ``grace_s`` for a node still dying."""
+        ...
+
+    def error(self, death: Death, secondary: BaseException | None = None) -> NodeDiedError:
+        """The error that reports ``death`` (and what it caused)."""
+        ...
 
 
 def log_tail(path: Path, lines: int = TAIL_LINES, max_bytes: int = 16384) -> list[str]:
