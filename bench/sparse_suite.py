@@ -91,6 +91,19 @@ CONFIGS: dict[str, dict] = {
     # the default with the actor maximising the critics' min instead of their mean (a
     # pessimistic actor: less room to exploit an overrating critic)
     "no_backup_entropy_bc_amin": {**_NBE, "num_critics": 2, **_BC, "actor_q": "min"},
+    # bc_normalize with gamma 0.98 (Fetch: the two settings that each held 0.8 on seed 0)
+    "no_backup_entropy_bc_norm_g98": {
+        **_NBE,
+        "num_critics": 2,
+        **_BC,
+        "bc_normalize": True,
+        "gamma": 0.98,
+    },
+    # the default with 2 critic updates per actor update (a critic that keeps up with the
+    # policy it rates; RLPD uses 20 with 10 critics)
+    "no_backup_entropy_bc_utd2": {**_NBE, "num_critics": 2, **_BC, "utd": 2},
+    # the default with 3x the cloning weight, still Q-filtered
+    "no_backup_entropy_bc3": {**_NBE, "num_critics": 2, "bc_weight": 3.0, "bc_q_filter": True},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
 }
