@@ -233,8 +233,8 @@ TASKS = {
 def expert_demos(task: ExternalTask, env: gym.Env, episodes: int, seed: int) -> Any:
     """A demo ReplayBuffer of ``episodes`` successful expert episodes (learner layout,
     policy-space actions); failed attempts are skipped (at most 3x as many tried)."""
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import ObsAdapter, ReplayBuffer
+    from robot_rl.run.evaluate import ActionMap
 
     adapter, amap = ObsAdapter(env.observation_space), ActionMap(env.action_space)
     expert = task.expert(env)

@@ -35,7 +35,6 @@ calls its :class:`robot_rl.core.intervention.StepObserver` hooks after every res
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from robot_rl.core import keys
+from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import action_to_teleop
 from robot_rl.core.types import TeleopState
 from sim.experts.base import Expert
@@ -190,13 +190,13 @@ class SimHumanTeleop:
         key = self._episodes if seed is None else int(seed)
         self._episodes += 1
         self.human.reset(np.random.default_rng((self.seed, key)))
-        self._reading = self.human.observe(_privileged(info), math.nan, _stamp(obs))
+        self._reading = self.human.observe(_privileged(info), math.nan, obs_stamp(obs))
 
     def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
         # Under a learned reward the human judges progress on the task's own (dense) reward:
         # it stands in for a person watching the scene, not for the reward model.
         seen = info.get(keys.INFO_TASK_REWARD, reward) if isinstance(info, Mapping) else reward
-        self._reading = self.human.observe(_privileged(info), float(seen), _stamp(obs))
+        self._reading = self.human.observe(_privileged(info), float(seen), obs_stamp(obs))
 
 
 def _privileged(info: Mapping[str, Any]) -> Mapping:
@@ -207,10 +207,3 @@ def _privileged(info: Mapping[str, Any]) -> Mapping:
             "works on the MuJoCo twin only (use a real teleop on a robot)"
         )
     return p
-
-
-def _stamp(obs: Mapping) -> float:
-    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
-    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
-        return float(np.asarray(stamps[keys.STAMP_STATE]))
-    return time.monotonic()

@@ -12,7 +12,7 @@ One iteration per env step::
 
     a = uniform random (first random_steps) or policy.act(obs)
     env.step(a) -> the step (with the executed action if a human took over) is queued
-    (robot_rl.learner.held: a step whose learned reward has not arrived waits, with everything
+    (robot_rl.run.held: a step whose learned reward has not arrived waits, with everything
     after it), then written to the log (run/log.zarr, source "online") and, embedded, to the
     learner's buffers
     link.after_step(done)   embedded: one update, evaluations; distributed: push the log's
@@ -68,15 +68,15 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.core import keys
-from robot_rl.core.clock import RateClock
+from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.core.types import StaleSensorError
-from robot_rl.learner.evaluate import ActionMap, obs_stamp
-from robot_rl.learner.held import EpisodeWriter, Held, HeldSteps
-from robot_rl.learner.rundir import LOG_ZARR, SOURCE_ONLINE, write_json_atomic
-from robot_rl.learner.traps import RewardTrapCheck
 from robot_rl.replay import EpisodeLog, ObsAdapter
+from robot_rl.run.evaluate import ActionMap
+from robot_rl.run.held import EpisodeWriter, Held, HeldSteps
+from robot_rl.run.rundir import LOG_ZARR, SOURCE_ONLINE, write_json_atomic
+from robot_rl.run.traps import RewardTrapCheck
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +223,12 @@ class Actor:
             or None: an intervened step is logged with the executed (human) action, the policy's
             proposal in ``policy_action`` and ``intervened=True``.
         late_rewards: The env's learned-reward wrapper when its rewards may arrive late (see
-            :mod:`robot_rl.learner.held`), or None.
+            :mod:`robot_rl.run.held`), or None.
         on_episode: Optional ``(stats, episode_return, success, meta)`` hook after every
             written episode (progress display, tensorboard).
         log_meta: Extra metadata of a new log.
         traps: Judges every written episode for the reward traps
-            (:class:`robot_rl.learner.traps.RewardTrapCheck`, with the learner's discount and
+            (:class:`robot_rl.run.traps.RewardTrapCheck`, with the learner's discount and
             reward offset; it warns in the log), or None. ``traps.warnings`` lists what it found.
     """
 

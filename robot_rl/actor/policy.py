@@ -7,7 +7,7 @@ A snapshot is one flat name -> tensor dict (sent as safetensors by
   and gripper critic, e.g. ``actor.trunk.0.weight``); frozen pretrained encoders are never in it:
   the actor builds them from the same config and its own local weights file;
 - with a state vector in the layout and normalisation on, the learner's frozen state normaliser
-  (:mod:`robot_rl.learner.normalize`): ``obs_norm.mean`` (S,), ``obs_norm.std`` (S,),
+  (:mod:`robot_rl.run.normalize`): ``obs_norm.mean`` (S,), ``obs_norm.std`` (S,),
   ``obs_norm.clip`` () and ``obs_norm.fitted`` () (0 until the learner fits it when learning
   starts: the actor then feeds the raw state, as the embedded trainer does).
 
@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from robot_rl.core.batch import ObsLayout
-from robot_rl.learner.normalize import StateNormalizer
+from robot_rl.run.normalize import StateNormalizer
 from robot_rl.transport.codec import PayloadError
 from robot_rl.transport.weights import load_trainable_state, trainable_state
 

@@ -197,8 +197,8 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
     """
     from robot_rl.cli.factory import make_env_from_setup
     from robot_rl.cli.rollout import make_policy
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import EpisodeLog, ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
 
     out = Path(cfg.out)
     if out.exists() and not cfg.append:

@@ -330,7 +330,7 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
     from policies.features import frame_features_for
     from robot_rl.cli.train import agent_factory, sac_config
     from robot_rl.learner.remote import RemoteLearner
-    from robot_rl.learner.rundir import RunExistsError
+    from robot_rl.run.rundir import RunExistsError
 
     if cmd.resume:
         cmd = _resolve_learner_resume(cmd)
@@ -371,8 +371,8 @@ def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
     """(layout, action size, eval env or None, things to close): from the twin of --task, or
     from --layout-from (then the twin only evaluates, and must have the same layout)."""
     from robot_rl.cli.factory import make_env_from_setup
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import EpisodeLog, ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
 
     layout = action_dim = None
     if cmd.layout_from is not None:
@@ -462,9 +462,9 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.actor.policy import ActingPolicy
     from robot_rl.cli.run_settings import actor_settings
     from robot_rl.cli.train import agent_factory, build_envs
-    from robot_rl.learner.evaluate import ActionMap
-    from robot_rl.learner.traps import RewardTrapCheck
     from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
+    from robot_rl.run.traps import RewardTrapCheck
     from robot_rl.transport.client import LearnerClient, LearnerClientConfig, LearnerError
     from robot_rl.transport.codec import layout_fingerprint
     from robot_rl.transport.run_info import ask_learner

@@ -68,10 +68,10 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         load_best_checkpoint,
         load_latest_checkpoint,
     )
-    from robot_rl.learner.evaluate import evaluate
     from robot_rl.learner.loop import read_run_config
-    from robot_rl.learner.normalize import StateNormalizer
     from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import evaluate
+    from robot_rl.run.normalize import StateNormalizer
 
     stored = dict(read_run_config(cfg.run).get("cli") or {})
     if not stored:

@@ -24,9 +24,9 @@ from typing import Any
 
 from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.record import env_wrappers
-from robot_rl.cli.record_loop import stamp_of
 from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
 from robot_rl.core import keys
+from robot_rl.core.clock import obs_stamp
 
 LABEL_BUTTON = "success"
 END_BUTTONS = ("discard", "failure", "reset")
@@ -186,7 +186,7 @@ class _Labeler:
             state = teleop.read()  # buttons down during the period that ended with `obs`
             held = LABEL_BUTTON in state.buttons
             success = bool(info.get(keys.INFO_SUCCESS)) if self.twin else None
-            store.append(self.adapter.to_learner(obs), held, stamp_of(obs), success)
+            store.append(self.adapter.to_learner(obs), held, obs_stamp(obs, default=0.0), success)
             pos, neg = pos + held, neg + (not held)
             self._show(pos, neg, held)
             if done is not None:

@@ -140,8 +140,8 @@ def run_record(cfg: RecordConfig, view=None) -> dict:
     """
     from robot_rl.cli.record_loop import Recorder
     from robot_rl.cli.teleop_env import LiveView, load_setup_for_task, open_teleop_env
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
 
     check_out(cfg.out, cfg.resume, "episodes")  # before starting any node
     setup = load_setup_for_task(cfg.setup, cfg.task, cfg.io.launch)

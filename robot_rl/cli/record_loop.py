@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag
 from robot_rl.core import keys
+from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
 
 SuccessFrom = Literal["buttons", "task", "both"]
@@ -23,11 +22,6 @@ def success_label(end: str, success_from: SuccessFrom) -> bool | None:
     if end in ("failure", "task_failure"):
         return False
     return None if success_from == "buttons" else False  # reset / time limit
-
-
-def stamp_of(obs: dict) -> float:
-    """The robot-state stamp of an env observation (seconds)."""
-    return float(np.asarray(obs.get(keys.STAMPS, {}).get(keys.STAMP_STATE, 0.0)))
 
 
 KEPT_ENDS = ("success", "failure", "reset", "time_limit", "task_success", "task_failure")
@@ -126,9 +120,10 @@ class Recorder:
             if stop.requested or self.sess.teleop_ended():
                 end = "stopped"
                 break
-            if self._answer and not teleop.wait_for_stamp(stamp_of(obs), ANSWER_TIMEOUT_S):
+            robot_t = obs_stamp(obs, default=0.0)
+            if self._answer and not teleop.wait_for_stamp(robot_t, ANSWER_TIMEOUT_S):
                 self._late += 1
-                self.view.event(f"teleop: no answer for robot time {stamp_of(obs):.3f} s")
+                self.view.event(f"teleop: no answer for robot time {robot_t:.3f} s")
             state = teleop.read()
             end = self._end_button(self.edges.update(state.buttons), steps)
             if end is not None:
@@ -153,7 +148,7 @@ class Recorder:
                 truncated=bool(truncated),
                 intervened=True,
                 policy_version=0,
-                stamp_s=stamp_of(obs),
+                stamp_s=obs_stamp(obs, default=0.0),
                 next_obs_learner=self.adapter.to_learner(obs),
             )
             steps += 1

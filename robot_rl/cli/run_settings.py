@@ -271,7 +271,7 @@ def actor_settings(
     else:  # a learner built without run settings (a library user's): this actor's own
         env = LearnerEnvConfig(**flags.given())
         what = "the learner does not say its env settings; this actor's own"
-    from robot_rl.learner.rundir import write_json_atomic
+    from robot_rl.run.rundir import write_json_atomic
 
     run_dir.mkdir(parents=True, exist_ok=True)
     if info.run_settings_json:

@@ -356,7 +356,7 @@ def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
 def resumed_command(cmd: Any, keep: Iterable[str], made_by: str) -> Any:
     """For --resume: the command config (of ``cmd``'s type) stored in the run's config.json,
     with this call's values of the options in ``keep``."""
-    from robot_rl.learner.rundir import read_run_config
+    from robot_rl.run.rundir import read_run_config
 
     stored = read_run_config(cmd.run).get("cli")
     if stored is None:
@@ -434,16 +434,16 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
     Returns:
         ``(trainer, resolved cmd, things to close())``.
     """
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.learner.loop import Trainer
     from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
 
     if cmd.resume:
         cmd = resolve_resume(cmd)
     sac = sac_config(cmd)
     cmd = dataclasses.replace(cmd, sac=sac)
     if cmd.setup is not None:
-        from robot_rl.learner.rundir import RunExistsError
+        from robot_rl.run.rundir import RunExistsError
 
         if not cmd.resume and cmd.run.exists() and any(cmd.run.iterdir()):  # before any node
             raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")

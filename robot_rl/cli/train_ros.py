@@ -53,7 +53,6 @@ from typing import Any
 import gymnasium as gym
 
 from robot_rl.cli.record import env_wrappers
-from robot_rl.cli.record_loop import stamp_of
 from robot_rl.cli.teleop_env import (
     TELEOP_MODULES,
     Pacer,
@@ -61,6 +60,7 @@ from robot_rl.cli.teleop_env import (
     load_setup_for_task,
     open_teleop_env,
 )
+from robot_rl.core.clock import obs_stamp
 from robot_rl.core.types import TeleopState
 
 ROS_CONNECTION = ("launch", "domain_id", "log_dir", "realtime_factor", "teleop_wait_s")
@@ -100,10 +100,10 @@ class AnsweredTeleop:
         self.teleop.disconnect()
 
     def observe_reset(self, obs: Mapping, info: Mapping[str, Any], seed: int | None) -> None:
-        self._stamp = stamp_of(obs)
+        self._stamp = obs_stamp(obs, default=0.0)
 
     def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
-        self._stamp = stamp_of(obs)
+        self._stamp = obs_stamp(obs, default=0.0)
 
     def read(self) -> TeleopState:
         """The human's answer to the current observation (see the class docstring).

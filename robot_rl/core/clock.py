@@ -9,7 +9,9 @@ clock whose ``tick()`` advances physics by one control period.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+from robot_rl.core import keys
 
 
 def whole_ratio(numerator_s: float, denominator_s: float, what: str = "ratio") -> int:
@@ -78,3 +80,15 @@ class RateClock:
             self.overruns += 1
             self._next_s = now + self.period_s
         self.ticks += 1
+
+
+def obs_stamp(obs: object, default: float | None = None) -> float:
+    """The robot-state stamp of a robot_rl observation (``obs[STAMPS][STAMP_STATE]``, seconds).
+
+    Without one (an env that is not robot_rl's): ``default``, or the host's monotonic clock
+    when ``default`` is None.
+    """
+    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
+    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
+        return float(stamps[keys.STAMP_STATE])
+    return time.monotonic() if default is None else float(default)

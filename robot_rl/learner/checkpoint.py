@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from robot_rl.learner.rundir import write_json_atomic
+from robot_rl.run.rundir import write_json_atomic
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"

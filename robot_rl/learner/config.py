@@ -47,7 +47,7 @@ class TrainConfig:
     """Write learner metrics to tensorboard every this many env steps."""
     normalize_state: bool = True
     """Normalise the state vector with fixed statistics fitted when learning starts (demos +
-    online data so far); see :mod:`robot_rl.learner.normalize`."""
+    online data so far); see :mod:`robot_rl.run.normalize`."""
     reward_offset: float = 0.0
     """Added to every sampled reward at update time (logs keep raw rewards). -1 turns a dense
     reward in [0, 1] with termination on success into a cost, so that succeeding (ending the

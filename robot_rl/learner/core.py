@@ -35,13 +35,13 @@ from robot_rl.learner.checkpoint import (
     save_checkpoint,
 )
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.evaluate import evaluate
 from robot_rl.learner.malloc import keep_freed_memory
-from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.routing import Router
-from robot_rl.learner.rundir import CURVE_PNG, EVAL_JSONL
 from robot_rl.replay import Mixer, ReplayBuffer
+from robot_rl.run.evaluate import evaluate
+from robot_rl.run.normalize import StateNormalizer
+from robot_rl.run.rundir import CURVE_PNG, EVAL_JSONL
 
 
 class LearnerCore:

@@ -12,7 +12,7 @@ run. One iteration per env step::
     every eval_every_steps (and at 0 and at the end): evaluate, checkpoint, plot
 
 The agent sees the state vector normalised with statistics frozen when learning starts
-(:mod:`robot_rl.learner.normalize`, saved in the checkpoint); logs and buffers keep raw values.
+(:mod:`robot_rl.run.normalize`, saved in the checkpoint); logs and buffers keep raw values.
 Env actions are the policy's [-1, 1] actions mapped onto the env's Box (:class:`ActionMap`);
 logs and buffers keep the policy-space action.
 
@@ -49,7 +49,7 @@ cumulative ``interventions`` and ``intervened_steps``.
 
 Learned rewards (``late_rewards``: the env's :class:`robot_rl.wrappers.LearnedReward`): a step
 whose reward has not arrived is held, with everything after it, until its label comes
-(:mod:`robot_rl.learner.held`); the learner keeps updating on what the buffers hold. Episode
+(:mod:`robot_rl.run.held`); the learner keeps updating on what the buffers hold. Episode
 metadata records ``reward_model_id``; the wrapper's counters (labels, late labels, failures,
 confirmations and false ones against the twin's truth) go to tensorboard as ``reward/*``.
 """
@@ -72,9 +72,10 @@ from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.learner.checkpoint import latest_checkpoint, read_best
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.core import LearnerCore
-from robot_rl.learner.evaluate import ActionMap
 from robot_rl.learner.progress import Progress
-from robot_rl.learner.rundir import (
+from robot_rl.replay import EpisodeLog, ObsAdapter, ReplayBuffer
+from robot_rl.run.evaluate import ActionMap
+from robot_rl.run.rundir import (
     CONFIG_JSON,
     CURVE_PNG,
     SOURCE_ONLINE,
@@ -85,8 +86,7 @@ from robot_rl.learner.rundir import (
     read_run_config,
     take_control_command,
 )
-from robot_rl.learner.traps import RewardTrapCheck
-from robot_rl.replay import EpisodeLog, ObsAdapter, ReplayBuffer
+from robot_rl.run.traps import RewardTrapCheck
 
 __all__ = [
     "CONFIG_JSON",
@@ -113,7 +113,7 @@ class TrainResult:
     """The best checkpoint's record (``checkpoints/best.json``: dir, env_steps, success_rate,
     mean_return), or None without an evaluation."""
     reward_warnings: list[dict] = dataclasses.field(default_factory=list)
-    """Reward traps detected in the run's episodes (:mod:`robot_rl.learner.traps`)."""
+    """Reward traps detected in the run's episodes (:mod:`robot_rl.run.traps`)."""
 
 
 class Trainer:
@@ -145,7 +145,7 @@ class Trainer:
             under a running training episode.
         late_rewards: The env's learned-reward wrapper
             (:class:`robot_rl.wrappers.LearnedReward`) when its rewards may arrive late: a
-            pending step is held (:mod:`robot_rl.learner.held`) until its label comes, and
+            pending step is held (:mod:`robot_rl.run.held`) until its label comes, and
             steps whose label failed are dropped (``held.dropped``, tensorboard
             ``reward/dropped_steps``). At
             the end of the run the loop waits up to ``late_reward_drain_s`` for the rest.
@@ -187,7 +187,7 @@ class Trainer:
         )
         self.router = self.core.router()
         self.traps = RewardTrapCheck(self.core.gamma, cfg.reward_offset)
-        """The reward-trap check (:mod:`robot_rl.learner.traps`); ``traps.warnings`` lists what
+        """The reward-trap check (:mod:`robot_rl.run.traps`); ``traps.warnings`` lists what
         it found (also in the result, tensorboard text and the log). The actor runs it on every
         episode it writes."""
         self._traps_reported = 0

@@ -61,14 +61,14 @@ from robot_rl.learner.checkpoint import TrainerState
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.core import LearnerCore
 from robot_rl.learner.routing import Router
-from robot_rl.learner.rundir import (
+from robot_rl.replay import ObsAdapter, ReplayBuffer
+from robot_rl.run.rundir import (
     CURVE_PNG,
     TB_DIR,
     prepare_run_dir,
     take_control_command,
     write_json_atomic,
 )
-from robot_rl.replay import ObsAdapter, ReplayBuffer
 from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
 from robot_rl.transport.log_sink import LogSink, row_obs
 from robot_rl.transport.server import LearnerServer, LearnerServerConfig

@@ -7,7 +7,7 @@ step, failures included. Termination is the inner env's (the twin ends an episod
 and on failure). The inner env's own reward stays in ``info["task_reward"]`` for diagnostics.
 
 Why 0/1 and not a cost of -1 per step: with termination on failure, a per-step cost makes
-failing early the cheapest way out (see :mod:`robot_rl.learner.traps`); 0 per step and 1 on
+failing early the cheapest way out (see :mod:`robot_rl.run.traps`); 0 per step and 1 on
 success has no such trap, and discounting alone rewards finishing sooner. It is HIL-SERL's
 convention (reward 1 and done on success). ``--reward-offset -1`` still turns it into a cost if
 one wants that, and the trap check then says what it risks.

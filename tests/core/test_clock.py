@@ -1,8 +1,12 @@
 """Fixed-rate clock: ratios are rounded and checked, overruns are counted."""
 
+import time
+
+import numpy as np
 import pytest
 
-from robot_rl.core.clock import RateClock, whole_ratio
+from robot_rl.core import keys
+from robot_rl.core.clock import RateClock, obs_stamp, whole_ratio
 
 
 def test_whole_ratio_rounds_instead_of_flooring():
@@ -47,3 +51,14 @@ def test_rate_clock_sleeps_to_deadline_and_counts_overruns():
     assert clock.ticks == 3
     clock.reset()
     assert clock.overruns == 0 and clock.ticks == 0
+
+
+def test_obs_stamp_reads_the_robot_state_stamp_else_the_fallback():
+    obs = {keys.STAMPS: {keys.STAMP_STATE: np.float64(12.5), "front": np.float64(3.0)}}
+    assert obs_stamp(obs) == 12.5
+    assert obs_stamp(obs, default=0.0) == 12.5
+    # an env that is not robot_rl's: the caller's default, else the monotonic clock
+    assert obs_stamp({"state": np.zeros(3)}, default=0.0) == 0.0
+    assert obs_stamp(np.zeros(3), default=-1.0) == -1.0
+    before = time.monotonic()
+    assert before <= obs_stamp({keys.STAMPS: {"front": 1.0}}) <= time.monotonic()

@@ -18,9 +18,9 @@ from learner_helpers import PointEnv, sac_factory, small_sac
 from robot_rl.core.learned_reward import StepLabel
 from robot_rl.core.types import Frame
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.held import Held, HeldSteps
 from robot_rl.learner.loop import Trainer
 from robot_rl.replay.log import EpisodeLog
+from robot_rl.run.held import Held, HeldSteps
 from robot_rl.wrappers import LearnedReward
 
 CAM = "cam"
@@ -244,8 +244,8 @@ def test_a_distributed_actor_sends_only_labelled_steps(tmp_path):
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import Actor, ActorConfig
     from robot_rl.actor.policy import ActingPolicy
-    from robot_rl.learner.evaluate import ActionMap
     from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
     from robot_rl.transport.client import LearnerClient, LearnerClientConfig
     from robot_rl.transport.codec import layout_fingerprint
     from robot_rl.transport.log_sink import LogSink

@@ -11,8 +11,8 @@ from learner_helpers import PointEnv, sac_factory, small_sac
 
 from robot_rl.learner.checkpoint import latest_checkpoint
 from robot_rl.learner.config import TrainConfig
-from robot_rl.learner.evaluate import ActionMap
 from robot_rl.learner.loop import RunExistsError, Trainer
+from robot_rl.run.evaluate import ActionMap
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -160,7 +160,7 @@ def test_control_file_stops_the_embedded_run_early_with_a_final_checkpoint(tmp_p
 def test_control_file_still_being_written_is_not_consumed(tmp_path):
     """`echo STOP > control` creates the file before it writes: a poll in between sees an empty
     file. It must leave it for the next poll, not consume it (the STOP would be lost)."""
-    from robot_rl.learner.rundir import take_control_command
+    from robot_rl.run.rundir import take_control_command
 
     control = tmp_path / "control"
     control.write_text("")

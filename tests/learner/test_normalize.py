@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from robot_rl.core import keys
-from robot_rl.learner.normalize import MIN_STD, StateNormalizer
+from robot_rl.run.normalize import MIN_STD, StateNormalizer
 
 
 def _peg_like_states(n: int = 2000) -> np.ndarray:

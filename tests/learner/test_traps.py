@@ -1,4 +1,4 @@
-"""The reward-trap warnings (robot_rl.learner.traps): each trap is shown on a run that has it,
+"""The reward-trap warnings (robot_rl.run.traps): each trap is shown on a run that has it,
 and none on the rewards that avoid it (the twin's costs, the sparse 0/1 success reward)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from learner_helpers import sac_factory, small_sac
 
 from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.loop import Trainer
-from robot_rl.learner.traps import FAILURE_TRAP, SUCCESS_TRAP, RewardTrapCheck
+from robot_rl.run.traps import FAILURE_TRAP, SUCCESS_TRAP, RewardTrapCheck
 
 
 class LineEnv(gym.Env):

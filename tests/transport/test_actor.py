@@ -23,9 +23,9 @@ from robot_rl.cli.collect import LearnerEnvConfig
 from robot_rl.cli.factory import make_env_from_setup
 from robot_rl.core.batch import ObsLayout
 from robot_rl.core.types import StaleSensorError
-from robot_rl.learner.evaluate import ActionMap
-from robot_rl.learner.normalize import StateNormalizer
 from robot_rl.replay import EpisodeLog, ObsAdapter
+from robot_rl.run.evaluate import ActionMap
+from robot_rl.run.normalize import StateNormalizer
 from robot_rl.transport.client import LearnerClient, LearnerClientConfig
 from robot_rl.transport.codec import PayloadError, layout_fingerprint
 from robot_rl.transport.log_sink import LogSink

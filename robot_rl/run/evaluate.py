@@ -8,7 +8,6 @@ env reported ``info["is_success"]`` at any step.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -140,11 +139,3 @@ def evaluate(
                 break
         out.append(EvalEpisode(seed + i, ret, length, success))
     return EvalResult(tuple(out))
-
-
-def obs_stamp(obs: Mapping) -> float:
-    """The robot-state stamp of a robot_rl observation, else the host's monotonic clock."""
-    stamps = obs.get(keys.STAMPS) if isinstance(obs, Mapping) else None
-    if isinstance(stamps, Mapping) and keys.STAMP_STATE in stamps:
-        return float(np.asarray(stamps[keys.STAMP_STATE]))
-    return time.monotonic()
