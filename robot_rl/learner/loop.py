@@ -378,6 +378,10 @@ class Trainer:
 
     def _evaluate_and_checkpoint(self) -> None:
         self._eval_due = False
+        # Flush the log first: a checkpoint must never count steps that a crash would still
+        # lose (resume takes its counters from the log, which may run past the checkpoint but
+        # not lag behind it; held steps waiting for a late reward are not written yet).
+        self.actor.log.flush()  # type: ignore[union-attr]
         a = self.actor.stats  # type: ignore[union-attr]
         row = {
             "episodes": self.core.state.episodes,

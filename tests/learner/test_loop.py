@@ -172,3 +172,26 @@ def test_control_file_still_being_written_is_not_consumed(tmp_path):
     control.write_text("DANCE\n")
     assert take_control_command(tmp_path) is None
     assert not control.exists()  # a finished unknown word is consumed (and logged)
+
+
+def test_a_checkpoint_never_counts_steps_the_log_could_still_lose(tmp_path, monkeypatch):
+    """Resume takes its counters from the log, so at every checkpoint the log on disk (what a
+    SIGKILL would leave) must hold at least the steps the checkpoint counts. Evaluations at 73
+    and 146 steps fall between the log's flushes (every 10 steps)."""
+    import robot_rl.learner.core as learner_core
+    from robot_rl.replay import EpisodeLog
+    from robot_rl.run.rundir import LOG_ZARR
+
+    on_disk = []
+    save = learner_core.save_checkpoint
+
+    def checked_save(run_dir, agent, state):
+        with EpisodeLog.open(run_dir / LOG_ZARR, unfinished="truncate", mode="r") as log:
+            steps = sum(m.length for m in log.episodes if m.source == "online")
+        on_disk.append((state.env_steps, steps))
+        return save(run_dir, agent, state)
+
+    monkeypatch.setattr(learner_core, "save_checkpoint", checked_save)
+    _trainer(tmp_path / "run", _cfg(total_env_steps=146, eval_every_steps=73)).run()
+    assert [counted for counted, _ in on_disk] == [0, 73, 146]
+    assert all(steps >= counted for counted, steps in on_disk), on_disk
