@@ -1,5 +1,5 @@
 """Build the twin for a task: world, robot, cameras, task, clock, expert. The CLI's composition
-root (``robot_rl.cli.factory``) calls :func:`make_sim_backend` and wraps the result in
+root (``robot_rl.app.build``) calls :func:`make_sim_backend` and wraps the result in
 ``robot_rl.envs.RobotEnv``.
 
 CONTRACT (all helpers code against this; fill in, do not change, without telling the others):

@@ -144,7 +144,7 @@ def test_configure_headless_gl_respects_explicit_choice():
 
 
 def test_make_env_composes_wrappers_and_out_of_band_cameras():
-    from robot_rl.cli.factory import EnvSetup, WrapperConfig, make_env_from_setup
+    from robot_rl.app.build import EnvSetup, WrapperConfig, make_env_from_setup
     from robot_rl.core import keys
 
     setup = EnvSetup(
@@ -175,7 +175,7 @@ def test_make_env_composes_wrappers_and_out_of_band_cameras():
 
 @pytest.mark.parametrize("control_rotation", [True, False])
 def test_base_to_policy_action_reproduces_the_base_command(control_rotation):
-    from robot_rl.cli.factory import (
+    from robot_rl.app.build import (
         EnvSetup,
         WrapperConfig,
         base_to_policy_action,

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import tyro
 
-from robot_rl.cli.factory import EnvSetup, WrapperConfig, check_task
+from robot_rl.app.build import EnvSetup, WrapperConfig, check_task
 from robot_rl.core import keys
 from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 from sim.backend import TASKS
@@ -195,7 +195,7 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
         FileExistsError: ``cfg.out`` exists and ``cfg.append`` is False.
         ValueError: appending to a dataset recorded with other env settings.
     """
-    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.app.build import make_env_from_setup
     from robot_rl.cli.rollout import make_policy
     from robot_rl.replay import EpisodeLog, ObsAdapter
     from robot_rl.run.evaluate import ActionMap

@@ -370,7 +370,7 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
 def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
     """(layout, action size, eval env or None, things to close): from the twin of --task, or
     from --layout-from (then the twin only evaluates, and must have the same layout)."""
-    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.app.build import make_env_from_setup
     from robot_rl.replay import EpisodeLog, ObsAdapter
     from robot_rl.run.evaluate import ActionMap
 

@@ -51,7 +51,7 @@ def spec_to_json(spec) -> dict:
 def list_envs(cfg: EnvsConfig) -> dict:
     """``{"tasks": [...]}``: per task its description, episode limit, default safety limits,
     observation / action / privileged specs."""
-    from robot_rl.cli.factory import EnvSetup, make_env_from_setup, task_names
+    from robot_rl.app.build import EnvSetup, make_env_from_setup, task_names
     from sim.backend import TASKS
 
     tasks = []

@@ -61,7 +61,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         FileNotFoundError: not a run directory, or no checkpoint yet.
         CheckpointError: checkpoints exist but none is complete.
     """
-    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.app.build import make_env_from_setup
     from robot_rl.cli.train import TrainCmdConfig, agent_factory, from_json, sac_config
     from robot_rl.learner.checkpoint import (
         checkpoint_candidates,

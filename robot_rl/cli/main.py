@@ -134,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(cfg: Any) -> int:
     """Run the parsed subcommand ``cfg``; return the exit code."""
+    from robot_rl.app.build import UnknownTaskError
     from robot_rl.cli import (
         collect,
         dataset_cmd,
@@ -147,7 +148,6 @@ def _run(cfg: Any) -> int:
     )
     from robot_rl.cli import label as label_cmd
     from robot_rl.cli import record as record_cmd
-    from robot_rl.cli.factory import UnknownTaskError
 
     for cls, run, report in (
         (record_cmd.RecordConfig, record_cmd.run_record, record_cmd.print_report),

@@ -92,7 +92,7 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
     With ``--obs pixels`` the task need not be a twin task (free text on hardware).
     """
     if lenv.obs == "pixels":
-        from robot_rl.cli.factory import WrapperConfig
+        from robot_rl.app.build import WrapperConfig
 
         wr = WrapperConfig(flatten_state=True)  # lenv.env_setup()'s, without the task lookup
     else:

@@ -174,7 +174,8 @@ def reward_hook(
     human: TeleopVerdicts | None = None,
     features: Any = None,
 ):
-    """``(env, out-of-band cameras, task) -> LearnedReward(env)`` for :func:`factory.make_env`;
+    """``(env, out-of-band cameras, task) -> LearnedReward(env)`` for
+    :func:`robot_rl.app.build.make_env`;
     ``human``: the teleop's success / failure buttons end episodes (``--human teleop``);
     ``features``: the policy's frozen backbone, shared by an in-process EfficientNet-Lite0
     classifier (one backbone pass per frame for both)."""

@@ -97,8 +97,8 @@ def episode_kinds(cfg: RewardFramesConfig) -> list[str]:
 
 def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[str, Any]:
     """Render ``cfg.episodes`` episodes into a new frame store; returns a summary."""
+    from robot_rl.app.build import base_to_policy_action, configs_for, make_env
     from robot_rl.cli.collect import LearnerEnvConfig
-    from robot_rl.cli.factory import base_to_policy_action, configs_for, make_env
     from robot_rl.replay import ObsAdapter
     from robot_rl.replay.frames import FrameLog
     from sim.experts.near_miss import NEAR_MISS_TASKS, NearMissExpert

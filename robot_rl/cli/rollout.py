@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import tyro
 
-from robot_rl.cli.factory import EnvSetup
+from robot_rl.app.build import EnvSetup
 from robot_rl.cli.supervision import dead_node_wins
 from robot_rl.core import keys
 
@@ -96,11 +96,11 @@ class ExpertPolicy:
 
     The experts read only ``info["privileged"]`` (sim truth), so observation wrappers do not
     matter; action wrappers are undone with their ``inverse_action`` (see
-    :func:`robot_rl.cli.factory.base_to_policy_action`).
+    :func:`robot_rl.app.build.base_to_policy_action`).
     """
 
     def __init__(self, expert, env: gym.Env) -> None:
-        from robot_rl.cli.factory import base_to_policy_action
+        from robot_rl.app.build import base_to_policy_action
 
         self._expert = expert
         self._to_policy = base_to_policy_action(env)
@@ -157,10 +157,10 @@ def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
     """Build ``(env, backend)`` for ``cfg`` (cameras for the video included).
 
     Raises:
-        robot_rl.cli.factory.UnknownTaskError: unknown task (the message lists known ones).
+        robot_rl.app.build.UnknownTaskError: unknown task (the message lists known ones).
         ValueError: inconsistent options (the message says what to change).
     """
-    from robot_rl.cli.factory import make_env_from_setup
+    from robot_rl.app.build import make_env_from_setup
 
     if cfg.setup is not None:
         from robot_rl.cli.ros_env import make_ros_env

@@ -11,7 +11,7 @@ supervisor of ``robot-rl up`` (``launch=True``), and builds::
                                                    sim-time now)
         realtime, hardware  -> StreamAlignedClock (same pacing, now in the setup's time_base:
                                                    monotonic unless it says stream)
-    -> RobotEnv -> the same wrappers as the direct twin (robot_rl.cli.factory.apply_wrappers)
+    -> RobotEnv -> the same wrappers as the direct twin (robot_rl.app.build.apply_wrappers)
 
 With ``launch``, the env is wrapped in :class:`robot_rl.cli.supervision.SupervisedEnv`: a required
 node that dies (at start-up or mid-run) raises :class:`robot_rl.cli.supervision.NodeDiedError`
@@ -141,7 +141,7 @@ def make_ros_env(
         max_episode_steps: Episode length (None: the twin task's default, else 100).
         action_scale_m: TCP translation per step for an action of 1.0 (None: the twin task's
             default, else 2 cm).
-        wrappers: ``robot_rl.cli.factory.WrapperConfig`` (None: no wrappers).
+        wrappers: ``robot_rl.app.build.WrapperConfig`` (None: no wrappers).
         domain_id: ROS_DOMAIN_ID (None: ``$ROS_DOMAIN_ID``, else 0). The ROS variables of
             :func:`drivers.ros.env.ros_env` are applied to this process.
         launch: Start the setup's nodes here (stopped by ``backend.close()``), except nodes
@@ -158,8 +158,8 @@ def make_ros_env(
             and so does training with a learned reward.
         obs_cameras: Setup cameras whose frames enter the observation (None: all). The others
             are connected for out-of-band reading (a learned reward's cameras).
-        reward: ``robot_rl.cli.factory.RewardHook`` wrapping the env in a learned reward (see
-            :func:`robot_rl.cli.factory.make_env`), or None.
+        reward: ``robot_rl.app.build.RewardHook`` wrapping the env in a learned reward (see
+            :func:`robot_rl.app.build.make_env`), or None.
 
     Raises:
         drivers.setup.SetupError: Invalid setup file.
@@ -167,7 +167,7 @@ def make_ros_env(
         drivers.ros_session.RosTimeoutError: Nodes not reachable.
         robot_rl.cli.supervision.NodeDiedError: ``launch`` and a required node died.
     """
-    from robot_rl.cli.factory import WrapperConfig, apply_wrappers
+    from robot_rl.app.build import WrapperConfig, apply_wrappers
 
     if not isinstance(setup, Setup):
         setup = load_setup(setup)

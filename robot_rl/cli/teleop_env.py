@@ -247,13 +247,13 @@ def open_teleop_env(
         setup: The setup (its teleop nodes are handled here, not by ``make_ros_env``).
         opts: Launch and teleop options.
         obs_cameras: Setup cameras that enter the observation (others are left out).
-        wrappers: ``robot_rl.cli.factory.WrapperConfig`` for the env.
+        wrappers: ``robot_rl.app.build.WrapperConfig`` for the env.
         control_rotation: 7-dim (True) or 4-dim action.
         max_episode_steps: Episode step limit (None: the task's default).
         terminate_on_success: Whether the task's success ends an episode.
         human_args: More arguments of the simulated human's node (``--teleop sim-expert``).
         reward_cameras: Setup cameras a learned reward reads besides the observation's.
-        reward: ``robot_rl.cli.factory.RewardHook`` of a learned reward, or None.
+        reward: ``robot_rl.app.build.RewardHook`` of a learned reward, or None.
 
     Raises:
         ValueError: A camera not in the setup, or a second teleop publisher.

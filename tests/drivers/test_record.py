@@ -129,8 +129,8 @@ def _episodes(path: Path):
 
 
 def test_record_event_file_keeps_the_marked_episodes(tmp_path: Path, a2_domain: int) -> None:
+    from robot_rl.app.build import make_env_from_setup
     from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
-    from robot_rl.cli.factory import make_env_from_setup
     from robot_rl.replay import ObsAdapter, load_demos
 
     setup = lockstep_setup(tmp_path / "setup.yaml")
@@ -275,7 +275,7 @@ class _Counting:
 
 
 def test_status_follower_observes_once_per_step_and_restarts_on_time_going_back() -> None:
-    from robot_rl.cli.factory import EnvSetup, make_env_from_setup
+    from robot_rl.app.build import EnvSetup, make_env_from_setup
     from sim.human import HumanConfig, SimulatedHuman
     from sim.human_node import StatusFollower
 

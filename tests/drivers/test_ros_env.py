@@ -223,7 +223,7 @@ def lockstep(tmp_path_factory, a2_module_domain: int):
 
 
 def _direct(cameras: tuple[str, ...]):
-    from robot_rl.cli.factory import make_env
+    from robot_rl.app.build import make_env
     from robot_rl.core.config import EnvConfig
     from sim.config import SimConfig
 

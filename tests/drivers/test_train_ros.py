@@ -294,7 +294,7 @@ def test_ros_teleop_waits_for_the_joy_answer_and_forgets_an_earlier_episode(
 
 
 def test_status_follower_steps_once_per_control_period_of_a_realtime_twin() -> None:
-    from robot_rl.cli.factory import EnvSetup, make_env_from_setup
+    from robot_rl.app.build import EnvSetup, make_env_from_setup
     from robot_rl.core.config import EnvConfig
     from sim.human import HumanConfig
     from sim.human_node import StatusFollower, make_human

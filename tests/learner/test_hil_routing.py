@@ -175,8 +175,8 @@ def test_demo_buffer_resized_keeps_transitions_and_sampling():
 
 @pytest.fixture(scope="module")
 def twin():
+    from robot_rl.app.build import make_env_from_setup, with_sim_human
     from robot_rl.cli.collect import LearnerEnvConfig
-    from robot_rl.cli.factory import make_env_from_setup, with_sim_human
     from robot_rl.wrappers import InterventionConfig
     from sim.human import HumanConfig
 
