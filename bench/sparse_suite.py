@@ -102,6 +102,14 @@ CONFIGS: dict[str, dict] = {
     # the default with 2 critic updates per actor update (a critic that keeps up with the
     # policy it rates; RLPD uses 20 with 10 critics)
     "no_backup_entropy_bc_utd2": {**_NBE, "num_critics": 2, **_BC, "utd": 2},
+    # bc_normalize with 2 critic updates per actor update
+    "no_backup_entropy_bc_norm_utd2": {
+        **_NBE,
+        "num_critics": 2,
+        **_BC,
+        "bc_normalize": True,
+        "utd": 2,
+    },
     # the default with 3x the cloning weight, still Q-filtered
     "no_backup_entropy_bc3": {**_NBE, "num_critics": 2, "bc_weight": 3.0, "bc_q_filter": True},
     # whatever robot-rl train uses today (no overrides)

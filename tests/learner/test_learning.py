@@ -107,7 +107,10 @@ def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     from robot_rl.cli.train import TRAIN_SAC
 
     env = LearnerEnvConfig(task="reach", obs="state", task_reward="sparse")
-    agent = ("backup_entropy", "init_temperature", "num_critics", "bc_weight", "bc_q_filter")
+    agent = (
+        "backup_entropy", "init_temperature", "num_critics", "bc_weight", "bc_q_filter",
+        "bc_normalize",
+    )  # fmt: skip
     sac = small_sac(**{k: getattr(TRAIN_SAC, k) for k in agent})  # hidden layers shrunk
     res, evals = _learn(
         tmp_path, env, demos=10, steps=2000, eval_every=500, sac=sac, batch_size=128,
