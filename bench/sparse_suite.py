@@ -110,6 +110,10 @@ CONFIGS: dict[str, dict] = {
         "bc_normalize": True,
         "utd": 2,
     },
+    # the default with a conservative critic (SACConfig.cql_weight: Q pushed down at the
+    # policy's sampled actions, up at the data's), against the critic overrating the policy
+    "no_backup_entropy_bc_cql01": {**_NBE, "num_critics": 2, **_BC, "cql_weight": 0.1},
+    "no_backup_entropy_bc_cql1": {**_NBE, "num_critics": 2, **_BC, "cql_weight": 1.0},
     # the default with 3x the cloning weight, still Q-filtered
     "no_backup_entropy_bc3": {**_NBE, "num_critics": 2, "bc_weight": 3.0, "bc_q_filter": True},
     # whatever robot-rl train uses today (no overrides)

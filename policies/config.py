@@ -123,6 +123,11 @@ class SACConfig:
     (detached) when that exceeds 1, as TD3+BC does, so that cloning keeps its weight where
     returns are large (a -1 per-step cost: |Q| up to 1 / (1 - gamma)). Rewards in [0, 1] with
     termination on success (|Q| <= 1) are unaffected."""
+    cql_weight: float = 0.0
+    """Conservative critic (CQL(rho) with the current policy as the proposal, Kumar et al.
+    2020): + cql_weight * (mean Q at actions the policy samples - mean Q at the batch's
+    actions) in each critic's loss, so that the critics stop rating actions the data never
+    tried above those it did and the actor has no overrated action to climb to. 0 = off."""
     log_std_min: float = -5.0
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -159,6 +164,8 @@ class SACConfig:
             raise ValueError(
                 f"num_min_qs={self.num_min_qs} must be in [1, num_critics={self.num_critics}]"
             )
+        if self.cql_weight < 0:
+            raise ValueError(f"cql_weight must be >= 0 (0 disables it), got {self.cql_weight}")
         if self.utd < 1:
             raise ValueError("utd must be >= 1")
         if not 0.0 < self.tau <= 1.0:

@@ -200,6 +200,13 @@ class SACAgent:
             "q_mean": q.mean().detach(),
             "target_q_mean": y.mean(),
         }
+        if cfg.cql_weight > 0:
+            with torch.no_grad():
+                a_pi, _ = self.actor.sample(z.detach(), self.gen)  # (B, A_arm)
+            q_pi = self._q_values(self.critic(z, a_pi))  # (N, B)
+            gap = q_pi.mean() - q.mean()  # policy's actions over the data's, per critic mean
+            loss = loss + cfg.cql_weight * gap
+            metrics["cql_gap"] = gap.detach()
         if self.gripper_critic is not None:
             g_loss = self._gripper_loss(batch, z, z_next, reward, term)
             metrics["gripper_loss"] = g_loss.detach()

@@ -118,3 +118,33 @@ def test_the_temperature_stays_above_its_floor():
 def test_a_negative_bc_weight_is_refused():
     with pytest.raises(ValueError, match="bc_weight must be >= 0"):
         small_sac(bc_weight=-0.1)
+
+
+def _policy_over_data_gap(cql_weight: float, updates: int = 200) -> tuple[float, dict]:
+    """Mean Q at the policy's sampled actions minus mean Q at the batch's actions, on fresh
+    batches, after training on batches whose first half took DEMO_ACTION."""
+    agent = SACAgent(LAYOUT, ADIM, small_sac(cql_weight=cql_weight), seed=0)
+    sample = _batches("is_demo")
+    for _ in range(updates):
+        metrics = agent.update(sample)
+    b = _batches("is_demo")()
+    with torch.no_grad():
+        z = agent.encoder(b.obs)
+        a_pi, _ = agent.actor.sample(z, torch.Generator().manual_seed(1))
+        q_pi = agent.critic(z, a_pi).mean()
+        q_data = agent.critic(z, b.action).mean()
+    return float(q_pi - q_data), metrics
+
+
+def test_cql_stops_the_critics_rating_the_policys_actions_above_the_datas():
+    # The conservative term pushes Q down at the policy's actions and up at the data's, so the
+    # critics rate the policy's (untried) actions below the data's by a clear margin.
+    plain, _ = _policy_over_data_gap(0.0)
+    conservative, metrics = _policy_over_data_gap(1.0)
+    assert conservative < plain - 0.1, (plain, conservative)
+    assert "cql_gap" in metrics
+
+
+def test_cql_weight_is_checked():
+    with pytest.raises(ValueError, match="cql_weight"):
+        small_sac(cql_weight=-1.0)
