@@ -1,7 +1,8 @@
 """The composition root: build an env from a task name and configs.
 
-Only ``robot_rl.cli`` imports the concrete backends (``sim`` today, ``drivers`` with the ROS 2
-stage). Everything downstream sees the env through gymnasium and robot_rl's Protocols.
+Only :mod:`robot_rl.app` and ``robot_rl.cli`` import the concrete backends (``sim`` here,
+``drivers`` in :mod:`robot_rl.app.ros_env`). Everything downstream sees the env through
+gymnasium and robot_rl's Protocols.
 
 Composition order (innermost first)::
 

@@ -23,7 +23,7 @@ anything imports MuJoCo. EGL is faster on a GPU machine: export ``MUJOCO_GL=egl`
 Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
 corrupt dataset or checkpoint; the message says what to change), 3 a required node of the setup
 died (``up``, and commands that started it with ``--launch``: the message names the node, its
-exit status and log, see :mod:`robot_rl.cli.supervision`), 1 anything else (a traceback).
+exit status and log, see :mod:`robot_rl.app.supervision`), 1 anything else (a traceback).
 ``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
 """
 
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ValueError as e:  # a config's __post_init__ rejected the options
         return _error(str(e))
-    from robot_rl.cli.supervision import EXIT_NODE_DIED, NodeDiedError
+    from robot_rl.app.supervision import EXIT_NODE_DIED, NodeDiedError
 
     try:
         return _run(cfg)

@@ -6,10 +6,10 @@ counts as a success if the task reported success at any step (with the default
 ``terminate_on_success`` the episode ends there).
 
 ROS 2: ``--setup launch/sim.yaml`` runs the same episodes through RobotEnv over ROS 2
-(:mod:`robot_rl.cli.ros_env`) against the nodes of that setup: already running under
+(:mod:`robot_rl.app.ros_env`) against the nodes of that setup: already running under
 ``robot-rl up``, or started here with ``--launch``. Task, cameras, image size and control rate
 then come from the setup file. With ``--launch``, a required node that dies ends the run with
-:class:`robot_rl.cli.supervision.NodeDiedError` (node, exit status, log; exit code 3).
+:class:`robot_rl.app.supervision.NodeDiedError` (node, exit status, log; exit code 3).
 
 Video: ``--video out.mp4`` records the first ``--video-episodes`` episodes from
 ``--video-cameras`` (built in the twin for the video even when the policy's observation is
@@ -28,7 +28,7 @@ import numpy as np
 import tyro
 
 from robot_rl.app.build import EnvSetup
-from robot_rl.cli.supervision import dead_node_wins
+from robot_rl.app.supervision import dead_node_wins
 from robot_rl.core import keys
 
 PolicyName = Literal["scripted", "random", "zero"]
@@ -163,7 +163,7 @@ def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
     from robot_rl.app.build import make_env_from_setup
 
     if cfg.setup is not None:
-        from robot_rl.cli.ros_env import make_ros_env
+        from robot_rl.app.ros_env import make_ros_env
 
         env, backend = make_ros_env(
             cfg.setup,

@@ -3,7 +3,7 @@ person through the teleop topics, and the small parts of the loop around it.
 
 :func:`open_teleop_env` builds, from a setup file:
 
-- the env over ROS 2 (:func:`robot_rl.cli.ros_env.make_ros_env`; with ``launch`` the setup's
+- the env over ROS 2 (:func:`robot_rl.app.ros_env.make_ros_env`; with ``launch`` the setup's
   nodes are started here, without it they must run already, e.g. under ``robot-rl up``);
 - the teleop node, chosen by :class:`TeleopOptions`: a recorded event file (``--teleop-events``:
   the replay node, started here), the scripted expert as a simulated human (``--teleop
@@ -260,8 +260,8 @@ def open_teleop_env(
         TimeoutError: Nodes or the teleop publisher not reachable (the message says which).
     """
     from drivers.ros_teleop import RosTeleop, RosTeleopConfig
-    from robot_rl.cli.ros_env import make_ros_env
-    from robot_rl.cli.up import Supervisor, default_log_dir
+    from robot_rl.app.nodes import Supervisor, default_log_dir
+    from robot_rl.app.ros_env import make_ros_env
 
     names = [c.name for c in setup.cameras]
     unknown = [c for c in (*obs_cameras, *reward_cameras) if c not in names]

@@ -83,7 +83,7 @@ class _Owned(gym.Wrapper):
 
 
 def _ros_env(setup: Path, domain: int, **kw) -> _Owned:
-    from robot_rl.cli.ros_env import make_ros_env
+    from robot_rl.app.ros_env import make_ros_env
 
     env, backend = make_ros_env(setup, domain_id=domain, **kw)
     return _Owned(env, backend)
@@ -93,7 +93,7 @@ def _run_twin(setup_path: Path, domain: int, log_dir: Path):
     """Start the setup's nodes with the `up` supervisor (no table); returns it."""
     from drivers.ros.env import ros_env
     from drivers.setup import load_setup
-    from robot_rl.cli.up import Supervisor
+    from robot_rl.app.nodes import Supervisor
 
     env = ros_env(domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
     sup = Supervisor(load_setup(setup_path), log_dir, env)

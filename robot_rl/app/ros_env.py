@@ -13,8 +13,8 @@ supervisor of ``robot-rl up`` (``launch=True``), and builds::
                                                    monotonic unless it says stream)
     -> RobotEnv -> the same wrappers as the direct twin (robot_rl.app.build.apply_wrappers)
 
-With ``launch``, the env is wrapped in :class:`robot_rl.cli.supervision.SupervisedEnv`: a required
-node that dies (at start-up or mid-run) raises :class:`robot_rl.cli.supervision.NodeDiedError`
+With ``launch``, the env is wrapped in :class:`robot_rl.app.supervision.SupervisedEnv`: a required
+node that dies (at start-up or mid-run) raises :class:`robot_rl.app.supervision.NodeDiedError`
 naming it, its exit status and its log, instead of the stale-data / timeout error it causes.
 
 The returned backend has the attributes ``rollout`` uses from the direct twin's backend
@@ -42,7 +42,7 @@ from drivers.ros_robot import RosRobot, RosRobotConfig
 from drivers.ros_session import RosSession
 from drivers.ros_task import RosTwinTask, RosTwinTaskConfig
 from drivers.setup import Setup, load_setup
-from robot_rl.cli.supervision import SupervisedEnv, explain
+from robot_rl.app.supervision import SupervisedEnv, explain
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.envs import RobotEnv
@@ -165,7 +165,7 @@ def make_ros_env(
         drivers.setup.SetupError: Invalid setup file.
         ValueError: A hardware setup where a task reward is needed, or without ``reset_pose``.
         drivers.ros_session.RosTimeoutError: Nodes not reachable.
-        robot_rl.cli.supervision.NodeDiedError: ``launch`` and a required node died.
+        robot_rl.app.supervision.NodeDiedError: ``launch`` and a required node died.
     """
     from robot_rl.app.build import WrapperConfig, apply_wrappers
 
@@ -191,7 +191,7 @@ def make_ros_env(
     if launch:
         import dataclasses
 
-        from robot_rl.cli.up import Supervisor, default_log_dir
+        from robot_rl.app.nodes import Supervisor, default_log_dir
 
         # Nodes that read a person's terminal (keyboard teleop) are for `robot-rl up` only.
         headless = dataclasses.replace(setup, nodes=tuple(n for n in setup.nodes if not n.terminal))
@@ -326,7 +326,7 @@ def _build(
 
 def _wait_nodes_up(backend: RosBackend, supervisor, timeout_s: float) -> None:
     """Wait until the bridge subscribes to ``target_pose``, failing early with
-    :class:`robot_rl.cli.supervision.NodeDiedError` if a required node of the setup died."""
+    :class:`robot_rl.app.supervision.NodeDiedError` if a required node of the setup died."""
     session = backend.session
     topic = session.topic("target_pose")
     deadline = time.monotonic() + timeout_s

@@ -2,8 +2,8 @@
 
 ``robot-rl up`` and the commands that start a setup's nodes with ``--launch`` (``rollout``,
 ``record``, ``label``, ``train`` and ``actor`` with ``--setup``, all through
-:func:`robot_rl.cli.ros_env.make_ros_env`) supervise the nodes with
-:class:`robot_rl.cli.up.Supervisor`. When a required node dies, the env soon fails with a
+:func:`robot_rl.app.ros_env.make_ros_env`) supervise the nodes with
+:class:`robot_rl.app.nodes.Supervisor`. When a required node dies, the env soon fails with a
 secondary error (``StaleSensorError``: the streams stopped; ``RosTimeoutError``: a service did
 not answer). Here the dead node wins:
 
@@ -115,7 +115,7 @@ class NodeDiedError(Exception):
 
 
 class Supervisor(Protocol):
-    """What this module needs of the node supervisor (:class:`robot_rl.cli.up.Supervisor`)."""
+    """What this module needs of the node supervisor (:class:`robot_rl.app.nodes.Supervisor`)."""
 
     clock: Callable[[], float]
     """Monotonic time source, seconds."""
