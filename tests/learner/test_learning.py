@@ -109,7 +109,7 @@ def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     env = LearnerEnvConfig(task="reach", obs="state", task_reward="sparse")
     agent = (
         "backup_entropy", "init_temperature", "num_critics", "bc_weight", "bc_q_filter",
-        "bc_normalize",
+        "bc_normalize", "gamma",
     )  # fmt: skip
     sac = small_sac(**{k: getattr(TRAIN_SAC, k) for k in agent})  # hidden layers shrunk
     res, evals = _learn(
