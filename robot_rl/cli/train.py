@@ -81,16 +81,10 @@ reward"):
   reproduces the fall bit for bit), and Meta-World pick-place was learned at all (0.9 at 6k;
   0.1 at best without);
 - the actor's Q term divided by the batch's mean |Q| when above 1 (``bc_normalize``, TD3+BC):
-  on Fetch pick-and-place (-1 per step, |Q| up to ~50) every seed of 3 held its best to the end
-  (0.8/0.8, 0.7/0.7, 0.8/0.8 best/final; without: 0.5/0.3, 0.5/0.3, 0.8/0.5). With a 0/1
-  success reward and termination (|Q| <= 1) it does nothing: the sparse twin runs are bit for
-  bit the same. On the twin's shaped costs pick_cube reached 90% at 4k/4k/6k steps instead of
-  2k/4k/2k, peg_insert with the simulated human at 4k/4k/2k instead of 4k/4k/4k;
-- gamma 0.98 (SACConfig's is 0.99; the HER papers' setting for Fetch, between SERL's 0.95-0.97
-  and plain SAC's 0.99): Fetch reached 80% on 3 of 3 seeds (18k, 18k, 16k steps; 2 of 3 with
-  0.99), the twin as fast or faster (sparse pick_cube 90% at 6k/8k/4k, peg_insert with the
-  simulated human 6k/4k/6k, every seed final 1.0), Meta-World push 80% on 3 of 3 seeds but
-  later (4k/6k/14k instead of 4k/2k/6k);
+  Fetch (-1 per step) held its best to the end on 3 of 3 seeds (without: 1 of 3 reached 0.8 and
+  fell); with 0/1 rewards and termination (|Q| <= 1) it changes nothing;
+- gamma 0.98 (SACConfig's is 0.99; HER's setting for Fetch): Fetch reached 80% on 3 of 3 seeds
+  (2 of 3 at 0.99), the twin as fast or faster, Meta-World push 80% on 3 of 3 but later;
 - 2 critics: with BC, a 10-critic ensemble (RLPD / HIL-SERL) reached 90% on peg_insert ~2k
   steps sooner but costs ~2.5-3.6x per update on a CPU, which a 2-core robot learner cannot
   pay at 10 Hz (``--sac.num-critics 10`` on a GPU learner)."""
