@@ -40,6 +40,11 @@ Modes:
   (reset, hold, ...) publishes the state at once; the cameras keep their schedule, which a
   ``task/reset`` restarts (with a frame at sim time 0).
 
+Diagnostics: ``kill -USR1 <pid>`` prints every thread's Python stack to stderr; a ``sim/step``
+still running after :data:`STEP_STALL_REPORT_S` does so by itself (both through
+:mod:`faulthandler`, which works even while a C call holds the GIL), and one slower than
+:data:`STEP_SLOW_WARN_S` logs where its time went.
+
 Threads: lockstep: a multi-threaded executor; subscriptions and hold/estop run in a reentrant
 group, the stepping services in an exclusive one. Real time: a pacing thread runs the events and
 a single-threaded executor the callbacks (rclpy's multi-threaded executor busy-loops in Python
@@ -49,8 +54,10 @@ and starved the pacing thread of the GIL). One lock serialises the bridge and th
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -85,6 +92,11 @@ from sim.realtime import ControlWindowGate, EventSchedule, RealtimePacer, TwinEv
 from sim.robot import SimRobot
 
 MODES = ("lockstep", "realtime")
+STEP_SLOW_WARN_S = 0.5
+"""A ``sim/step`` slower than this logs a warning with its phases (fresh target, lock, step)."""
+STEP_STALL_REPORT_S = 1.5
+"""A ``sim/step`` still running after this long dumps every thread's stack to stderr (the env's
+deadline for it is 2 s, ``drivers/CONTRACT.md``)."""
 
 
 class TwinArmBackend:
@@ -404,10 +416,23 @@ class TwinNode(Node):
     # -- services ---------------------------------------------------------------------------
 
     def _srv_step(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        self._wait_for_fresh_target()
-        with self.lock:
-            t = self.step_once()
-            ids = {"twin_id": self.twin_id, "episode": self.episode, "step": self.steps}
+        t0 = time.monotonic()
+        faulthandler.dump_traceback_later(STEP_STALL_REPORT_S, file=sys.stderr)
+        try:
+            self._wait_for_fresh_target()
+            t1 = time.monotonic()
+            with self.lock:
+                t2 = time.monotonic()
+                t = self.step_once()
+                ids = {"twin_id": self.twin_id, "episode": self.episode, "step": self.steps}
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        t3 = time.monotonic()
+        if t3 - t0 > STEP_SLOW_WARN_S:
+            self.get_logger().warning(
+                f"sim/step took {t3 - t0:.2f} s: waiting for a fresh target {t1 - t0:.2f} s, for "
+                f"the lock {t2 - t1:.2f} s, stepping and publishing {t3 - t2:.2f} s (CPU starved?)"
+            )
         response.success, response.message = True, json.dumps({"stamp_s": t, **ids})
         return response
 
@@ -464,6 +489,7 @@ def main(argv: list[str] | None = None) -> None:
         image_height=args.image_size,
         image_width=args.image_size,
     )
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack
     rclpy.init(args=ros_args)
     try:
         node = TwinNode(

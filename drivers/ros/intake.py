@@ -11,7 +11,12 @@ service calls waited for seconds (``sim/step did not answer within 30 s``, issue
 So inbound command topics live on a second node (``<name>_intake``, same namespace, same
 context) with its own single-threaded executor in its own thread, and that thread takes at
 most ``max_rate_hz`` messages per second in total: after each callback it sleeps until its next
-slot. Messages that arrive faster wait in the DDS reader history (keep-last: the newest
+slot. A rate alone does not bound the time: on a slow or loaded machine one take + callback
+can cost more than a slot (0.4 ms measured under a flood here, and malformed messages such as
+a 64 KB ``frame_id`` cost more), and the thread would then never sleep. So it also sleeps at
+least ``(1 / max_busy_share - 1)`` times the CPU time the last take cost: the intake holds the
+GIL at most ``max_busy_share`` of the time (default :data:`DEFAULT_MAX_BUSY_SHARE`), however
+slow the machine. Messages that arrive faster wait in the DDS reader history (keep-last: the newest
 replaces the older ones in C++, without the GIL), so a flood costs this process at most
 ``max_rate_hz`` callbacks per second, and the safety executor never sees it. The executor
 takes ready subscriptions round-robin, so a flood on one topic does not starve another of the
@@ -37,6 +42,8 @@ from rclpy.qos import QoSProfile
 
 DEFAULT_MAX_RATE_HZ = 1000.0
 """Default budget of an intake: messages per second over all its topics."""
+DEFAULT_MAX_BUSY_SHARE = 0.25
+"""Default share of the time an intake thread may spend taking and handling messages."""
 
 
 class CommandIntake:
@@ -50,15 +57,25 @@ class CommandIntake:
     Args:
         owner: The node the topics belong to.
         max_rate_hz: Callbacks per second over all topics (the rest is dropped by DDS).
+        max_busy_share: Largest share of the time (CPU time of this thread over wall time) the
+            intake spends taking and handling messages, in (0, 1].
 
     Raises:
-        ValueError: ``max_rate_hz`` is not positive.
+        ValueError: ``max_rate_hz`` is not positive or ``max_busy_share`` not in (0, 1].
     """
 
-    def __init__(self, owner: Node, max_rate_hz: float = DEFAULT_MAX_RATE_HZ) -> None:
+    def __init__(
+        self,
+        owner: Node,
+        max_rate_hz: float = DEFAULT_MAX_RATE_HZ,
+        max_busy_share: float = DEFAULT_MAX_BUSY_SHARE,
+    ) -> None:
         if not max_rate_hz > 0:
             raise ValueError(f"max_rate_hz must be > 0, got {max_rate_hz}")
+        if not 0 < max_busy_share <= 1:
+            raise ValueError(f"max_busy_share must be in (0, 1], got {max_busy_share}")
         self.min_interval_s = 1.0 / float(max_rate_hz)
+        self.idle_per_busy = 1.0 / float(max_busy_share) - 1.0
         context = owner.context
         self._owner = owner
         self.node: Node = rclpy.create_node(
@@ -102,6 +119,7 @@ class CommandIntake:
         next_slot = time.monotonic()
         while not self._stop.is_set() and self._context.ok():
             before = self.taken
+            cpu0 = time.thread_time()
             try:
                 self._executor.spin_once(timeout_sec=0.1)
             except (ExternalShutdownException, ShutdownException):
@@ -111,10 +129,12 @@ class CommandIntake:
                     return
                 raise
             if self.taken != before:
+                busy_s = time.thread_time() - cpu0
                 now = time.monotonic()
                 next_slot = max(next_slot + self.min_interval_s, now - self.min_interval_s)
-                if next_slot > now:
-                    self._stop.wait(next_slot - now)
+                idle_s = max(next_slot - now, busy_s * self.idle_per_busy)
+                if idle_s > 0:
+                    self._stop.wait(idle_s)
 
     def stop(self) -> None:
         """Stop the thread and destroy the node (idempotent; call before the context ends)."""

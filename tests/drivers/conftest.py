@@ -101,6 +101,17 @@ class RosProcess:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
 
+    def dump_stacks(self, timeout_s: float = 5.0) -> None:
+        """Ask the node for every thread's stack (SIGUSR1; nodes that register
+        :mod:`faulthandler` for it, like the twin) and wait until it is in the log."""
+        if not self.alive:
+            return
+        before = self.log().count("most recent call first")
+        self.proc.send_signal(signal.SIGUSR1)
+        end = time.monotonic() + timeout_s
+        while self.log().count("most recent call first") == before and time.monotonic() < end:
+            time.sleep(0.05)
+
     def kill(self) -> None:
         """SIGKILL (a crash: no clean shutdown)."""
         if self.alive:

@@ -15,6 +15,7 @@ figures: latencies under flood are measured in ``bench/ros_latency.py --flood``.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 from pathlib import Path
@@ -70,12 +71,17 @@ class EnvSide:
         self.executed: list[np.ndarray] = []
         self.limit_checks = 0  # executed targets checked against the pose at their tick
         self.calls: dict[str, int] = {}
+        self.twin = None  # the twin's RosProcess: its stacks are dumped when a call misses
 
     def call(self, name: str, deadline_s: float) -> dict:
         """Call a Trigger service; fail the test (naming it) if it misses its deadline."""
         try:
             out = self.session.trigger(name, deadline_s)
         except RosTimeoutError as e:
+            # Where every thread was, here and in the twin (its log is printed at teardown).
+            faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
+            if self.twin is not None:
+                self.twin.dump_stacks()
             pytest.fail(f"{name} missed its {deadline_s} s deadline under the flood: {e}")
         self.calls[name] = self.calls.get(name, 0) + 1
         return out
@@ -123,6 +129,7 @@ class EnvSide:
 def _start(domain: int, mode: str, ros_processes) -> tuple[EnvSide, object]:
     twin = ros_processes(_twin_args(mode), domain, "twin")
     env = EnvSide(domain)
+    env.twin = twin
     # The bridge status is transient-local (a late subscriber gets it); a lockstep twin publishes
     # its state only when it steps or resets.
     env.wait(lambda: env.status.count > 0, 60.0, "the twin's bridge status")

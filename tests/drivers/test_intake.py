@@ -86,3 +86,48 @@ def test_intake_keeps_its_own_name_under_a_global_node_remap_and_enforces_its_bu
         pub_node.destroy_node()
         rclpy.try_shutdown(context=owner_ctx)
         rclpy.try_shutdown(context=pub_ctx)
+
+
+def test_a_slow_handler_holds_the_intake_thread_to_its_share_of_the_time(a1_domain):
+    """A rate alone does not bound the time when one callback costs more than a slot (a slow or
+    loaded machine): then the thread would never sleep. It sleeps 1/share - 1 times what the
+    take cost, so with callbacks of >= 5 ms CPU and share 0.25, consecutive callbacks start at
+    least 20 ms apart, whatever the 1000 Hz budget allows."""
+    apply_ros_env(a1_domain)
+    owner_ctx = _context(a1_domain)
+    pub_ctx = _context(a1_domain)
+    owner = rclpy.create_node("twin", namespace="/arm", context=owner_ctx)
+    with pytest.raises(ValueError, match="max_busy_share"):
+        CommandIntake(owner, max_busy_share=0.0)
+    intake = CommandIntake(owner, max_rate_hz=1000.0, max_busy_share=0.25)
+    starts: list[float] = []
+
+    def slow(msg: Float64) -> None:
+        starts.append(time.monotonic())
+        end = time.thread_time() + 0.005  # 5 ms of this thread's CPU, however long that takes
+        while time.thread_time() < end:
+            pass
+
+    intake.subscribe(Float64, "gripper/command", slow, qos.COMMAND)
+    intake.start()
+    pub_node = rclpy.create_node("flood", namespace="/arm", context=pub_ctx)
+    pub = pub_node.create_publisher(Float64, "/arm/gripper/command", qos.COMMAND)
+    try:
+        deadline = time.monotonic() + 30.0
+        while pub.get_subscription_count() == 0:
+            assert time.monotonic() < deadline, "the intake never matched the publisher"
+            time.sleep(0.01)
+        deadline = time.monotonic() + 30.0
+        while len(starts) < 15:  # a flood until 15 callbacks ran
+            assert time.monotonic() < deadline, f"only {len(starts)} callbacks in 30 s"
+            for _ in range(50):
+                pub.publish(Float64(data=0.0))
+            time.sleep(0.001)
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert min(gaps) >= 0.020 - 1e-4, gaps
+    finally:
+        intake.stop()
+        owner.destroy_node()
+        pub_node.destroy_node()
+        rclpy.try_shutdown(context=owner_ctx)
+        rclpy.try_shutdown(context=pub_ctx)
