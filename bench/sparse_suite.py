@@ -178,7 +178,7 @@ def _sac(name: str):
     """The agent of config ``name``: robot-rl train's for "default", else plain SACConfig()
     with the config's overrides."""
     from policies.config import SACConfig
-    from robot_rl.cli.train import TRAIN_SAC
+    from robot_rl.app.train import TRAIN_SAC
 
     if name not in CONFIGS:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
@@ -206,8 +206,8 @@ def _curve_figures(curve: list[tuple[int, float]]) -> dict:
 
 
 def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
-    from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
-    from robot_rl.cli.train import TrainCmdConfig, run_train
+    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.train import TrainCmdConfig, run_train
 
     base = task.partition(":")[0]
     name, human = base.split("+")[0], "sim" if base.endswith("+human") else "none"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install (with dev tools) and run every check CI runs: lint, format, import layering, tests.
+# Install (with dev tools) and run every check CI runs: lint, format, import layering, the docs
+# site (warnings are errors), tests.
 #
 #   bash scripts/test.sh
 #
@@ -32,6 +33,8 @@ export MUJOCO_GL="${MUJOCO_GL:-osmesa}"
 run "ruff check" "$BIN/ruff" check .
 run "ruff format --check" "$BIN/ruff" format --check .
 run "import layering (lint-imports)" "$BIN/lint-imports"
+run "docs (mkdocs build --strict)" env NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build --strict --quiet \
+  --site-dir "$(mktemp -d)"
 run "pytest -m 'not slow'" "$BIN/python" -m pytest -m "not slow" -q --durations=30
 
 # Rendering in every process that renders (direct env, twin node, videos) under EGL too.

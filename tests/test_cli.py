@@ -71,7 +71,7 @@ def test_scripted_expert_acts_through_action_wrappers():
 
 
 def test_video_is_a_readable_mp4_of_the_right_size(tmp_path):
-    from robot_rl.cli.video import video_frame_shape
+    from robot_rl.app.video import video_frame_shape
 
     path = tmp_path / "sub" / "out.mp4"
     out = rollout_json(

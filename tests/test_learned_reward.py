@@ -19,7 +19,7 @@ from rewards.detector import DetectorConfig
 from rewards.online import OnlineRewarder
 from rewards.sim_reward import SimReward
 from robot_rl.app.build import WrapperConfig, make_env
-from robot_rl.cli.rollout import ExpertPolicy
+from robot_rl.app.rollout import ExpertPolicy
 from robot_rl.core import keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.protocols import RewardQuery, RewardResult

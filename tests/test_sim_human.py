@@ -15,7 +15,7 @@ from robot_rl.app.build import (
     make_env_from_setup,
     with_sim_human,
 )
-from robot_rl.cli.collect import LearnerEnvConfig
+from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.core import keys
 from robot_rl.core.teleop_action import INTERVENE, is_taking_over
 from robot_rl.wrappers import InterventionConfig

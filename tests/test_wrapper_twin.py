@@ -148,7 +148,7 @@ def test_object_state_rejects_clashes_and_reports_missing_entries():
 
 def test_learner_env_state_mode_includes_the_task_object_state():
     from robot_rl.app.build import WrapperConfig, make_env_from_setup
-    from robot_rl.cli.collect import LearnerEnvConfig
+    from robot_rl.app.collect import LearnerEnvConfig
     from sim.backend import TASKS
 
     setup = LearnerEnvConfig(task="pick_cube", obs="state").env_setup()
@@ -171,8 +171,8 @@ def test_peg_insert_learner_env_holds_the_gripper_closed_and_the_expert_still_in
     """peg_insert's learner env acts in [dx, dy, dz] at the task's 1 cm scale; the scripted
     expert's base actions map into it (their gripper dropped) and still insert the peg."""
     from robot_rl.app.build import base_to_policy_action, make_env_from_setup
-    from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
-    from robot_rl.cli.rollout import ExpertPolicy
+    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.rollout import ExpertPolicy
     from sim.tasks.peg_insert import ACTION_SCALE_M
 
     lenv = LearnerEnvConfig(task="peg_insert", obs="state")
@@ -230,8 +230,8 @@ def test_sparse_task_reward_is_one_exactly_on_success_steps():
     """--task-reward sparse on the twin: the scripted expert's pick_cube episode earns 0 until
     the cube is lifted, 1 on the success step that ends it; the shaped cost stays in info."""
     from robot_rl.app.build import make_env_from_setup
-    from robot_rl.cli.collect import LearnerEnvConfig
-    from robot_rl.cli.rollout import ExpertPolicy
+    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.rollout import ExpertPolicy
 
     cfg = LearnerEnvConfig(task="pick_cube", obs="state", task_reward="sparse")
     env, b = make_env_from_setup(cfg.env_setup())

@@ -81,46 +81,49 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return the exit code."""
+def parse(argv: Sequence[str] | None = None) -> Any:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) into the subcommand's config, without running
+    it (the docs' commands are checked this way: ``tests/test_docs_commands.py``).
+
+    Raises:
+        SystemExit: Unknown subcommand or option (tyro prints the usage).
+        ValueError: A config's ``__post_init__`` rejected the options.
+    """
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.cli import (
-        collect,
-        dataset_cmd,
-        distributed,
-        envs_cmd,
-        eval_cmd,
-        reward_cmd,
-        rollout,
-        train,
-        up,
-    )
-    from robot_rl.cli import label as label_cmd
-    from robot_rl.cli import record as record_cmd
+    from robot_rl.app import collect, distributed, rollout, train
+    from robot_rl.app import envs as envs_cmd
+    from robot_rl.app import evaluate as eval_cmd
+    from robot_rl.app import label as label_cmd
+    from robot_rl.app import record as record_cmd
+    from robot_rl.cli import commands, up
 
+    return tyro.extras.subcommand_cli_from_dict(
+        {
+            "rollout": rollout.RolloutConfig,
+            "envs": envs_cmd.EnvsConfig,
+            "collect": collect.CollectConfig,
+            "train": train.TrainCmdConfig,
+            "learner": distributed.LearnerCmdConfig,
+            "actor": distributed.ActorCmdConfig,
+            "eval": eval_cmd.EvalCmdConfig,
+            "up": up.UpConfig,
+            "record": record_cmd.RecordConfig,
+            "label": label_cmd.LabelConfig,
+            "dataset": commands.dataset_command,
+            "reward": commands.reward_command,
+        },
+        prog="robot-rl",
+        description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same interfaces.",
+        args=argv,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return the exit code."""
     try:
-        cfg = tyro.extras.subcommand_cli_from_dict(
-            {
-                "rollout": rollout.RolloutConfig,
-                "envs": envs_cmd.EnvsConfig,
-                "collect": collect.CollectConfig,
-                "train": train.TrainCmdConfig,
-                "learner": distributed.LearnerCmdConfig,
-                "actor": distributed.ActorCmdConfig,
-                "eval": eval_cmd.EvalCmdConfig,
-                "up": up.UpConfig,
-                "record": record_cmd.RecordConfig,
-                "label": label_cmd.LabelConfig,
-                "dataset": dataset_cmd.dataset_command,
-                "reward": reward_cmd.reward_command,
-            },
-            prog="robot-rl",
-            description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same "
-            "interfaces.",
-            args=argv,
-        )
+        cfg = parse(argv)
     except ValueError as e:  # a config's __post_init__ rejected the options
         return _error(str(e))
     from robot_rl.app.supervision import EXIT_NODE_DIED, NodeDiedError
@@ -134,24 +137,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(cfg: Any) -> int:
     """Run the parsed subcommand ``cfg``; return the exit code."""
+    from robot_rl.app import collect, distributed, rollout, train
+    from robot_rl.app import dataset as dataset_cmd
+    from robot_rl.app import envs as envs_cmd
+    from robot_rl.app import evaluate as eval_cmd
+    from robot_rl.app import label as label_cmd
+    from robot_rl.app import record as record_cmd
+    from robot_rl.app import reward as reward_cmd
     from robot_rl.app.build import UnknownTaskError
-    from robot_rl.cli import (
-        collect,
-        dataset_cmd,
-        distributed,
-        envs_cmd,
-        eval_cmd,
-        reward_cmd,
-        rollout,
-        train,
-        up,
-    )
-    from robot_rl.cli import label as label_cmd
-    from robot_rl.cli import record as record_cmd
+    from robot_rl.cli import reports, up
 
     for cls, run, report in (
-        (record_cmd.RecordConfig, record_cmd.run_record, record_cmd.print_report),
-        (label_cmd.LabelConfig, label_cmd.run_label, label_cmd.print_report),
+        (record_cmd.RecordConfig, record_cmd.run_record, reports.print_record),
+        (label_cmd.LabelConfig, label_cmd.run_label, reports.print_label),
     ):
         if isinstance(cfg, cls):
             try:
@@ -185,21 +183,21 @@ def _run(cfg: Any) -> int:
         if cfg.json:
             _emit_json(result)
         else:
-            rollout.print_report(result)
+            reports.print_rollout(result)
         return 0
 
     learner_cmds = (
-        (collect.CollectConfig, collect.run_collect, collect.print_report),
-        (train.TrainCmdConfig, train.run_train, train.print_report),
-        (distributed.LearnerCmdConfig, distributed.run_learner, distributed.print_learner_report),
-        (distributed.ActorCmdConfig, distributed.run_actor, distributed.print_actor_report),
-        (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, eval_cmd.print_report),
-        (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dataset_cmd.print_info),
-        (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, dataset_cmd.print_export),
-        (dataset_cmd.DatasetSalvageConfig, dataset_cmd.run_salvage, dataset_cmd.print_salvage),
-        (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, reward_cmd.print_frames_report),
-        (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reward_cmd.print_train_report),
-        (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reward_cmd.print_eval_report),
+        (collect.CollectConfig, collect.run_collect, reports.print_collect),
+        (train.TrainCmdConfig, train.run_train, reports.print_train),
+        (distributed.LearnerCmdConfig, distributed.run_learner, reports.print_learner),
+        (distributed.ActorCmdConfig, distributed.run_actor, reports.print_actor),
+        (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, reports.print_eval),
+        (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, reports.print_dataset_info),
+        (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, reports.print_dataset_export),
+        (dataset_cmd.DatasetSalvageConfig, dataset_cmd.run_salvage, reports.print_dataset_salvage),
+        (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, reports.print_reward_frames),
+        (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reports.print_reward_train),
+        (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reports.print_reward_eval),
     )
     for cls, run, report in learner_cmds:
         if isinstance(cfg, cls):
@@ -220,7 +218,7 @@ def _run(cfg: Any) -> int:
     if cfg.json:
         _emit_json(result)
     else:
-        envs_cmd.print_envs(result)
+        reports.print_envs(result)
     return 0
 
 

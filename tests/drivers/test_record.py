@@ -130,7 +130,7 @@ def _episodes(path: Path):
 
 def test_record_event_file_keeps_the_marked_episodes(tmp_path: Path, a2_domain: int) -> None:
     from robot_rl.app.build import make_env_from_setup
-    from robot_rl.cli.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
     from robot_rl.replay import ObsAdapter, load_demos
 
     setup = lockstep_setup(tmp_path / "setup.yaml")

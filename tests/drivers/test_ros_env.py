@@ -235,7 +235,7 @@ def _direct(cameras: tuple[str, ...]):
 
 
 def test_env_checker_and_schema_over_ros(lockstep) -> None:
-    from robot_rl.cli.rollout import ExpertPolicy
+    from robot_rl.app.rollout import ExpertPolicy
     from robot_rl.envs.checker import check_env
 
     with_cams, _, domain = lockstep
@@ -277,7 +277,7 @@ def _success_rate(env: gym.Env, expert, episodes: int) -> float:
 
 
 def test_expert_success_through_ros_close_to_direct(lockstep) -> None:
-    from robot_rl.cli.rollout import ExpertPolicy
+    from robot_rl.app.rollout import ExpertPolicy
 
     _, state_only, domain = lockstep
     episodes = 10

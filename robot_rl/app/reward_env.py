@@ -99,7 +99,7 @@ def make_rewarder(
     from rewards.detector import DetectorConfig
     from rewards.online import OnlineRewarder
     from rewards.trigger_log import TriggerLog
-    from robot_rl.cli.reward_cmd import make_encoder
+    from robot_rl.app.reward import make_encoder
 
     log = TriggerLog(Path(run_dir) / "reward_triggers", lazy=True)
     if is_sim_truth(settings):
@@ -149,7 +149,7 @@ class TeleopVerdicts:
     BUTTONS = ("success", "failure")
 
     def __init__(self) -> None:
-        from robot_rl.cli.teleop_env import ButtonEdges
+        from robot_rl.app.teleop_env import ButtonEdges
 
         self._teleop: Any = None
         self._edges = ButtonEdges()

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robot_rl.cli.collect import LearnerEnvConfig, ObsMode, same_data_settings
-from robot_rl.cli.record_loop import SuccessFrom
-from robot_rl.cli.teleop_env import TeleopOptions, TeleopRunConfig, check_out
+from robot_rl.app.collect import LearnerEnvConfig, ObsMode, same_data_settings
+from robot_rl.app.record_loop import SuccessFrom
+from robot_rl.app.teleop_env import TeleopOptions, TeleopRunConfig, check_out
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,8 @@ def run_record(cfg: RecordConfig, view=None) -> dict:
         ValueError: Bad options or a dataset with other settings.
         TimeoutError: The ROS 2 nodes or the teleop are not reachable.
     """
-    from robot_rl.cli.record_loop import Recorder
-    from robot_rl.cli.teleop_env import LiveView, load_setup_for_task, open_teleop_env
+    from robot_rl.app.record_loop import Recorder
+    from robot_rl.app.teleop_env import LiveView, load_setup_for_task, open_teleop_env
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
 
@@ -196,13 +196,3 @@ def _teleop_name(io: TeleopOptions) -> str:
     if io.teleop_events is not None:
         return f"events:{Path(io.teleop_events).name}"
     return io.teleop
-
-
-def print_report(result: dict) -> None:
-    """One human-readable summary."""
-    print(
-        f"recorded {result['kept']} episodes ({result['successes']} successes, "
-        f"{result['discarded']} discarded) of {result['task']} into {result['out']}; it now "
-        f"holds {result['dataset_episodes']} episodes / {result['dataset_steps']} steps"
-        + (f"; stopped by {result['stopped_by']}" if result["stopped_by"] else "")
-    )

@@ -7,7 +7,7 @@ learning curve is and the final evaluation.
 
 Resume: ``robot-rl train --run runs/x --resume [--steps N]`` takes every setting from the run's
 ``config.json`` except ``--steps`` (so a finished run can also be extended) and, behind ROS 2,
-how to reach the graph (:data:`robot_rl.cli.train_ros.ROS_CONNECTION`: ``--launch``, ...).
+how to reach the graph (:data:`robot_rl.app.train_ros.ROS_CONNECTION`: ``--launch``, ...).
 
 Human in the loop (twin): ``--human sim`` puts the task's scripted expert behind a simulated
 teleop (:class:`sim.human.SimulatedHuman`: it takes over when the policy stops making progress,
@@ -18,11 +18,11 @@ hil-serl|rlif|online`` chooses how the learner uses the interventions
 
 Behind ROS 2: ``--setup launch/sim.yaml [--launch]`` trains on RobotEnv over the setup's graph
 (the twin behind ROS 2), with ``--human none|sim|teleop`` through the teleop topics and
-evaluation on the same env between training episodes; see :mod:`robot_rl.cli.train_ros`.
+evaluation on the same env between training episodes; see :mod:`robot_rl.app.train_ros`.
 
 Learned reward: ``--reward rm/`` (a classifier from ``robot-rl reward train``; ``sim``: the
 twin's truth as the same binary cost) replaces the env's reward and success, in process or
-through ``--reward-server HOST:PORT``; see :mod:`robot_rl.cli.reward_env`. Behind ROS 2 it also
+through ``--reward-server HOST:PORT``; see :mod:`robot_rl.app.reward_env`. Behind ROS 2 it also
 makes a hardware setup trainable.
 
 The EfficientNet-Lite0 weights path is resolved here (the composition root) from the installed
@@ -33,7 +33,6 @@ is downloaded.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 import typing
 from collections.abc import Iterable
@@ -44,7 +43,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from policies.config import EncoderConfig, SACConfig
-from robot_rl.cli.collect import LearnerEnvConfig, demo_settings_problem
+from robot_rl.app.collect import LearnerEnvConfig, demo_settings_problem
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
 from robot_rl.replay.demos import load_checked_demos
 from sim.human import HumanConfig, HumanRule
@@ -96,7 +95,7 @@ class RewardFlags:
 
     reward: Path | None = None
     """Learned reward: a classifier directory from `robot-rl reward train`, used instead of the
-    twin's dense reward (see robot_rl.cli.reward_env; evaluation still uses the truth); `sim`:
+    twin's dense reward (see robot_rl.app.reward_env; evaluation still uses the truth); `sim`:
     the twin's truth as the same binary cost (the reference for a classifier)."""
     reward_server: str | None = None
     """--reward: ask this `robot-rl reward serve` (host:port, same model) instead of running the
@@ -126,7 +125,7 @@ class RewardFlags:
 
     def reward_settings(self) -> Any:
         """The learned-reward settings (--reward-*), or None without --reward."""
-        from robot_rl.cli.reward_env import LearnedRewardSettings
+        from robot_rl.app.reward_env import LearnedRewardSettings
 
         if self.reward is None:
             return None
@@ -359,7 +358,7 @@ def from_json(cls: Any, d: Any) -> Any:
 def resolve_resume(cmd: TrainCmdConfig) -> TrainCmdConfig:
     """For --resume: the stored command config with this call's --steps (and display flags,
     and the ROS 2 connection options)."""
-    from robot_rl.cli.train_ros import ROS_CONNECTION
+    from robot_rl.app.train_ros import ROS_CONNECTION
 
     return resumed_command(cmd, ("steps", "progress", "json", *ROS_CONNECTION), "train")
 
@@ -410,7 +409,7 @@ def build_envs(cmd: TrainCmdConfig, features: Any = None) -> TrainEnvs:
 
     ros = None
     if cmd.setup is not None:
-        from robot_rl.cli.train_ros import build_ros_training
+        from robot_rl.app.train_ros import build_ros_training
 
         ros = build_ros_training(cmd)
         env, eval_env, closers = ros.env, ros.eval_env, [ros]
@@ -473,7 +472,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             )
         )
         if demos is not None and envs.late_rewards is not None:
-            from robot_rl.cli.reward_env import binary_cost
+            from robot_rl.app.reward_env import binary_cost
 
             demos.relabel_rewards(binary_cost)
         trainer = Trainer(
@@ -503,7 +502,7 @@ def learned_reward_setup(cmd: TrainCmdConfig, features: Any = None) -> tuple[Any
     settings = cmd.reward_settings()
     if settings is None:
         return setup, None
-    from robot_rl.cli.reward_env import is_sim_truth, read_reward_card, reward_hook
+    from robot_rl.app.reward_env import is_sim_truth, read_reward_card, reward_hook
 
     if is_sim_truth(settings):
         return setup, reward_hook(settings, cmd.run, features=features)
@@ -525,7 +524,7 @@ def card_cameras(cmd: TrainCmdConfig) -> tuple[str, ...]:
     settings = cmd.reward_settings()
     if settings is None:
         return ()
-    from robot_rl.cli.reward_env import reward_cameras
+    from robot_rl.app.reward_env import reward_cameras
 
     return reward_cameras(settings)
 
@@ -571,27 +570,3 @@ def run_train(cmd: TrainCmdConfig) -> dict:
         if hasattr(c, "result"):
             out.update(setup=str(cmd.setup), **c.result())
     return out
-
-
-def print_report(result: dict) -> None:
-    """Where the plot is and the final evaluation."""
-    ev = result.get("final_eval") or {}
-    print(
-        f"trained {result['task']} ({result['obs']}): {result['env_steps']} env steps, "
-        f"{result['updates']} updates, {result['episodes']} episodes"
-    )
-    if ev:
-        print(
-            f"final eval: success rate {ev['success_rate']:.2f} over {ev['eval_episodes']} "
-            f"episodes, mean return {ev['mean_return']:.2f}"
-        )
-    best = result.get("best_eval")
-    if best and ev and best.get("env_steps") != ev.get("env_steps"):
-        print(
-            f"best eval: success rate {best['success_rate']:.2f} at {best['env_steps']} env "
-            f"steps (robot-rl eval --run {result.get('run_dir', 'RUN')} --checkpoint best)"
-        )
-    for w in result.get("reward_warnings") or []:
-        print(f"WARNING {w['message']}")
-    print(f"learning curve: {result['learning_curve']}")
-    print(f"checkpoint: {result['checkpoint']}", file=sys.stdout)

@@ -202,7 +202,7 @@ def run_rollout(
     policy = make_policy(cfg.policy, env, backend)
     writer = None
     if cfg.video is not None:
-        from robot_rl.cli.video import VideoWriter
+        from robot_rl.app.video import VideoWriter
 
         writer = VideoWriter(cfg.video, fps=cfg.env.control_hz)
         for cam in out_of_band:
@@ -338,33 +338,3 @@ class _Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
-
-
-def print_report(result: dict) -> None:
-    """Human-readable summary (rich table) of :func:`run_rollout`'s result on stdout."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"rollout: {result['task']} / {result['policy']}")
-    for col in ("episode", "seed", "return", "length", "success", "failure"):
-        table.add_column(col, justify="right")
-    for ep in result["per_episode"]:
-        table.add_row(
-            str(ep["episode"]),
-            str(ep["seed"]),
-            f"{ep['return']:.2f}",
-            str(ep["length"]),
-            "yes" if ep["success"] else "no",
-            "yes" if ep["failure"] else "no",
-        )
-    console = Console()
-    console.print(table)
-    console.print(
-        f"success rate {result['success_rate']:.2f} over {result['episodes']} episodes; "
-        f"mean return {result['mean_return']:.2f} (std {result['std_return']:.2f}); "
-        f"mean length {result['mean_length']:.1f}; "
-        f"{result['env_steps_per_s']:.0f} env steps/s",
-        soft_wrap=True,
-    )
-    if result["video"]:
-        console.print(f"video: {result['video']} ({result['video_frames']} frames)", soft_wrap=True)

@@ -93,33 +93,3 @@ def list_envs(cfg: EnvsConfig) -> dict:
             env.close()
             backend.close()
     return {"tasks": tasks}
-
-
-def _gripper_text(fixed: float | None) -> str:
-    if fixed is None:
-        return "the policy's last action dimension"
-    return f"held at {fixed:+.1f} (closed)" if fixed > 0 else f"held at {fixed:+.1f}"
-
-
-def print_envs(result: dict) -> None:
-    """Human-readable listing of :func:`list_envs`'s result on stdout."""
-    from rich.console import Console
-    from rich.panel import Panel
-    from rich.text import Text
-
-    console = Console()
-    for t in result["tasks"]:
-        body = (
-            f"{t['description']}\n\n"
-            f"max_episode_steps: {t['max_episode_steps']}\n"
-            f"action {t['action_layout']}: {t['action']}\n"
-            f"action scale: {1000 * t['action_scale_m']:g} mm per step at 1.0\n"
-            f"learner (train/collect/record) gripper: "
-            f"{_gripper_text(t['learner_fixed_gripper'])}\n"
-            f"observation:\n{t['observation']}\n"
-            f"object state observed by learners with --obs state: "
-            f"{', '.join(t['state_objects']) or 'none (the robot state suffices)'}\n"
-            f"rewards (--task-reward):\n"
-            + "\n".join(f"  {k}: {v}" for k, v in t["rewards"].items())
-        )
-        console.print(Panel(Text(body), title=t["name"], expand=False))

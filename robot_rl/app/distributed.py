@@ -12,7 +12,7 @@ On each robot PC (or next to it, for the twin)::
 The learner owns the settings of the run: the env (``--task --obs --cameras ...``, the same
 flags as ``train``), agent, demos, UTD, step budget. It tells each actor the env settings and
 its policy settings at Hello, before the actor builds its env, so that an actor builds the same
-env and acting networks (:mod:`robot_rl.cli.run_settings`: an env flag given on the actor must
+env and acting networks (:mod:`robot_rl.app.run_settings`: an env flag given on the actor must
 equal the learner's; one left off is the learner's; an actor whose observation layout still
 differs, e.g. a ``--setup`` with other cameras, is refused at Hello, naming the difference).
 The actor owns how it reaches its env (direct twin, or a ``--setup`` behind ROS 2), its human
@@ -39,9 +39,9 @@ from typing import Annotated, Any
 import tyro
 
 from policies.config import SACConfig
-from robot_rl.cli.collect import LearnerEnvConfig
-from robot_rl.cli.run_settings import ActorEnvFlags, run_settings_json
-from robot_rl.cli.train import (
+from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.run_settings import ActorEnvFlags, run_settings_json
+from robot_rl.app.train import (
     TRAIN_SAC,
     EncoderName,
     HumanName,
@@ -328,7 +328,7 @@ def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
 def run_learner(cmd: LearnerCmdConfig) -> dict:
     """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
     from policies.features import frame_features_for
-    from robot_rl.cli.train import agent_factory, sac_config
+    from robot_rl.app.train import agent_factory, sac_config
     from robot_rl.learner.remote import RemoteLearner
     from robot_rl.run.rundir import RunExistsError
 
@@ -399,13 +399,13 @@ def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int, features
     data must match the collect settings too; with --layout-from only the layout counts."""
     if cmd.demos is None:
         return None
-    from robot_rl.cli.collect import demo_settings_problem
+    from robot_rl.app.collect import demo_settings_problem
     from robot_rl.replay.demos import load_checked_demos
 
     check = demo_settings_problem(cmd.env) if cmd.layout_from is None else None
     demos = load_checked_demos(cmd.demos, layout, action_dim, check, features)
     if cmd.learned_reward:
-        from robot_rl.cli.reward_env import binary_cost
+        from robot_rl.app.reward_env import binary_cost
 
         demos.relabel_rewards(binary_cost)
     return demos
@@ -432,23 +432,6 @@ class _StopFlag:
         return self.set
 
 
-def print_learner_report(result: dict) -> None:
-    ev = result.get("final_eval") or {}
-    print(
-        f"learner {result['run_dir']}: {result['env_steps']} env steps from "
-        f"{len(result['actors'])} actor(s), {result['updates']} updates, weights version "
-        f"{result['weights_version']} (stopped by {result['stopped_by']})"
-    )
-    for a, s in sorted(result["actors"].items()):
-        print(
-            f"  {a}: {s['transitions']} transitions, {s['episodes']} episodes, "
-            f"{s['duplicates_dropped']} duplicates dropped, {s['batches_rejected']} rejected"
-        )
-    if "success_rate" in ev:
-        print(f"final eval: success rate {ev['success_rate']:.2f}, return {ev['mean_return']:.2f}")
-        print(f"learning curve: {result['learning_curve']}")
-
-
 # -- actor -----------------------------------------------------------------------------------
 
 
@@ -460,8 +443,8 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import WEIGHTS_FILE, Actor
     from robot_rl.actor.policy import ActingPolicy
-    from robot_rl.cli.run_settings import actor_settings
-    from robot_rl.cli.train import agent_factory, build_envs
+    from robot_rl.app.run_settings import actor_settings
+    from robot_rl.app.train import agent_factory, build_envs
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
     from robot_rl.run.traps import RewardTrapCheck
@@ -575,14 +558,3 @@ class _ActorProgress:
             file=sys.stderr,
             flush=True,
         )
-
-
-def print_actor_report(result: dict) -> None:
-    print(
-        f"actor {result['actor_id']}: {result['env_steps']} env steps, {result['episodes']} "
-        f"episodes, weights v{result['weights_version']}, acked through "
-        f"{result['acked_through']} of {result['logged_transitions']} logged, "
-        f"{result['tick_overruns']} tick overruns (stopped by {result['stopped_by']})"
-    )
-    for w in result.get("reward_warnings") or []:
-        print(f"WARNING {w['message']}")

@@ -196,7 +196,7 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
         ValueError: appending to a dataset recorded with other env settings.
     """
     from robot_rl.app.build import make_env_from_setup
-    from robot_rl.cli.rollout import make_policy
+    from robot_rl.app.rollout import make_policy
     from robot_rl.replay import EpisodeLog, ObsAdapter
     from robot_rl.run.evaluate import ActionMap
 
@@ -294,12 +294,3 @@ def _record_episode(
         success = success or bool(info.get(keys.INFO_SUCCESS, False))
         if terminated or truncated:
             return steps, success, ret
-
-
-def print_report(result: dict) -> None:
-    """One human-readable line about what was written."""
-    print(
-        f"wrote {result['episodes_written']} {result['policy']} episodes of {result['task']} "
-        f"({result['obs']}) to {result['out']} in {result['attempts']} attempts; the dataset "
-        f"now holds {result['dataset_episodes']} episodes / {result['dataset_steps']} steps"
-    )

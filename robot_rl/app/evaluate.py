@@ -62,7 +62,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         CheckpointError: checkpoints exist but none is complete.
     """
     from robot_rl.app.build import make_env_from_setup
-    from robot_rl.cli.train import TrainCmdConfig, agent_factory, from_json, sac_config
+    from robot_rl.app.train import TrainCmdConfig, agent_factory, from_json, sac_config
     from robot_rl.learner.checkpoint import (
         checkpoint_candidates,
         load_best_checkpoint,
@@ -96,7 +96,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     ckpt, state = restored.path, restored.state
     writer, hook, oob = None, None, []
     if cfg.video is not None:
-        from robot_rl.cli.video import VideoWriter
+        from robot_rl.app.video import VideoWriter
         from sim.camera import SimCamera
 
         try:
@@ -148,18 +148,3 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     out.update(res.summary())
     out["video"] = str(cfg.video) if cfg.video is not None else None
     return out
-
-
-def print_report(result: dict) -> None:
-    """One human-readable summary line."""
-    for why in result.get("checkpoints_skipped", []):
-        print(f"skipped a damaged checkpoint: {why}")
-    print(
-        f"eval {result['task']} ({result['obs']}) from the "
-        f"{result.get('checkpoint_choice', 'latest')} checkpoint {result['checkpoint']} "
-        f"({result['env_steps']} env steps): success rate {result['success_rate']:.2f} over "
-        f"{result['episodes']} episodes, mean return {result['mean_return']:.2f}, "
-        f"mean length {result['mean_length']:.1f}"
-    )
-    if result.get("video"):
-        print(f"video: {result['video']}")

@@ -1,11 +1,11 @@
-"""The episode loop of ``robot-rl record`` (see :mod:`robot_rl.cli.record` for the rules)."""
+"""The episode loop of ``robot-rl record`` (see :mod:`robot_rl.app.record` for the rules)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.cli.teleop_env import ButtonEdges, Pacer, StopFlag
+from robot_rl.app.teleop_env import ButtonEdges, Pacer, StopFlag
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
@@ -34,7 +34,7 @@ class Recorder:
 
     Args:
         cfg: The ``RecordConfig``.
-        sess: The env, teleop and nodes (:class:`robot_rl.cli.teleop_env.TeleopSession`).
+        sess: The env, teleop and nodes (:class:`robot_rl.app.teleop_env.TeleopSession`).
         log: The dataset, open for appending.
         adapter: Env observation -> learner layout.
         amap: Env action space <-> policy space.
@@ -248,7 +248,7 @@ class _Video:
         self.label = ""
 
     def begin(self, label: str) -> None:
-        from robot_rl.cli.video import VideoWriter
+        from robot_rl.app.video import VideoWriter
 
         self.drop()
         self.label = label

@@ -1,7 +1,7 @@
 """``robot-rl reward frames|train|eval``: success classifiers from labelled frames.
 
 - ``frames``: the twin renders labelled success / near-miss / failure frames
-  (:mod:`robot_rl.cli.reward_frames`);
+  (:mod:`robot_rl.app.reward_frames`);
 - ``train``: train a :class:`rewards.classifier.ClassifierReward` on a frame store
   (``robot-rl label`` on the robot, ``reward frames`` in the twin) with the recipe of
   :mod:`rewards.train`; writes ``model.safetensors`` + ``card.json`` to ``--out``;
@@ -28,23 +28,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 import numpy as np
 import tyro
 
 from rewards.train import ClassifierTrainConfig
-from robot_rl.cli.reward_frames import RewardFramesConfig
-from robot_rl.cli.reward_frames import print_report as print_frames_report
-from robot_rl.cli.reward_frames import run_reward_frames as run_frames
+from robot_rl.app.reward_frames import RewardFramesConfig
+from robot_rl.app.reward_frames import run_reward_frames as run_frames
 
-__all__ = [
-    "RewardCmd",
-    "RewardFramesConfig",
-    "print_frames_report",
-    "reward_command",
-    "run_frames",
-]
+__all__ = ["RewardFramesConfig", "run_frames"]
 
 ENCODERS = ("efficientnet_lite0", "efficientnet_lite0_random", "hf")
 """``efficientnet_lite0``: ImageNet weights; ``..._random``: the same network randomly
@@ -243,27 +236,6 @@ def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
     }
 
 
-def print_train_report(result: dict[str, Any]) -> None:
-    v = result["metrics"]["val"]
-    print(
-        f"saved {result['out']}: encoder {result['encoder']}, cameras {result['cameras']}, "
-        f"threshold {result['threshold']:.3f} (target precision {result['target_precision']}"
-        f"{'' if result['metrics']['target_met'] else ', NOT met'}); validation precision "
-        f"{v['precision']:.3f} recall {v['recall']:.3f} PR-AUC {v['pr_auc']}; run "
-        f"`robot-rl reward eval --model {result['out']}` for the held-out test episodes"
-    )
-
-
-def print_eval_report(result: dict[str, Any]) -> None:
-    r = result
-    print(
-        f"{r['model_id']} on {r['frames_path']} ({r['held_out']}: {r['episodes']} episodes, "
-        f"{r['frames']} frames): precision {r['precision']:.3f} recall {r['recall']:.3f} "
-        f"PR-AUC {r['pr_auc']}; episode false-success rate "
-        f"{r['episode_false_success_rate']:.3f} ({r['confirm_k']} of {r['confirm_n']} frames)"
-    )
-
-
 @dataclass(frozen=True)
 class RewardServeConfig:
     """Serve a saved reward classifier over gRPC until Ctrl-C (needs the `serve` extra)."""
@@ -327,20 +299,3 @@ def run_reward_serve(cfg: RewardServeConfig) -> int:
         stats = server.stats()
     print(f"stopped; {stats}", file=sys.stderr)
     return 0
-
-
-RewardCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
-    Annotated[RewardFramesConfig, tyro.conf.subcommand("frames")],
-    Annotated[RewardTrainConfig, tyro.conf.subcommand("train")],
-    Annotated[RewardEvalConfig, tyro.conf.subcommand("eval")],
-    Annotated[RewardServeConfig, tyro.conf.subcommand("serve")],
-]
-
-
-def reward_command(
-    cmd: Annotated[RewardCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
-) -> RewardFramesConfig | RewardTrainConfig | RewardEvalConfig | RewardServeConfig:
-    """Success classifiers: twin frames (frames), train, eval, serve (gRPC)."""
-    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
-    # so `robot-rl reward` goes through this function, which returns the parsed config as is.
-    return cmd

@@ -3,7 +3,7 @@
     robot-rl train --setup launch/sim.yaml --launch --run runs/x [--human none|sim|teleop]
 
 The env is built as for ``record`` (:func:`robot_rl.app.ros_env.make_ros_env`; the learner
-layout of ``--obs`` through :func:`robot_rl.cli.record.env_wrappers`), so demos recorded with
+layout of ``--obs`` through :func:`robot_rl.app.record.env_wrappers`), so demos recorded with
 ``robot-rl record`` (or collected on the direct twin) fit it. ``--task`` is the twin's task: a
 setup with another one is started with ``--task`` when ``--launch`` is given, and refused
 otherwise (the running twin serves its own task). A hardware setup needs a learned reward
@@ -52,8 +52,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from robot_rl.cli.record import env_wrappers
-from robot_rl.cli.teleop_env import (
+from robot_rl.app.record import env_wrappers
+from robot_rl.app.teleop_env import (
     TELEOP_MODULES,
     Pacer,
     TeleopOptions,
@@ -196,8 +196,8 @@ def build_ros_training(cmd: Any) -> RosTraining:
         TimeoutError: Nodes or the teleop node not reachable.
     """
     from drivers.setup import load_setup
+    from robot_rl.app.reward_env import TeleopVerdicts, reward_cameras, reward_hook
     from robot_rl.app.ros_env import _check_hardware, make_ros_env
-    from robot_rl.cli.reward_env import TeleopVerdicts, reward_cameras, reward_hook
     from robot_rl.wrappers import Intervention, InterventionConfig
 
     settings = cmd.reward_settings()  # a learned reward: a hardware setup is fine

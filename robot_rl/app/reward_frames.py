@@ -98,7 +98,7 @@ def episode_kinds(cfg: RewardFramesConfig) -> list[str]:
 def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[str, Any]:
     """Render ``cfg.episodes`` episodes into a new frame store; returns a summary."""
     from robot_rl.app.build import base_to_policy_action, configs_for, make_env
-    from robot_rl.cli.collect import LearnerEnvConfig
+    from robot_rl.app.collect import LearnerEnvConfig
     from robot_rl.replay import ObsAdapter
     from robot_rl.replay.frames import FrameLog
     from sim.experts.near_miss import NEAR_MISS_TASKS, NearMissExpert
@@ -202,13 +202,3 @@ def _jsonable(cfg: RewardFramesConfig) -> dict[str, Any]:
     d = dataclasses.asdict(cfg)
     d["out"] = str(d["out"])
     return d
-
-
-def print_report(result: dict[str, Any]) -> None:
-    """Human-readable summary on stdout."""
-    print(
-        f"wrote {result['episodes']} episodes of {result['task']} to {result['out']}: "
-        f"{result['frames']} frames ({result['positives']} positive, {result['negatives']} "
-        f"negative); episodes by kind {result['episodes_by_kind']}, successful "
-        f"{result['successful_episodes_by_kind']}"
-    )

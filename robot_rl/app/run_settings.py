@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 import tyro
 from tyro.conf import DisallowNone
 
-from robot_rl.cli.collect import LearnerEnvConfig, ObsMode
+from robot_rl.app.collect import LearnerEnvConfig, ObsMode
 from sim.backend import TASKS
 
 RUN_SETTINGS_JSON = "run_settings.json"
@@ -208,7 +208,7 @@ class ActorSettings:
     env: LearnerEnvConfig
     """The env settings (the learner's)."""
     policy: dict
-    """The learner's policy settings (see ``robot_rl.cli.distributed.policy_settings``)."""
+    """The learner's policy settings (see ``robot_rl.app.distributed.policy_settings``)."""
     startup_line: str
     """Where they came from and what they are, for the actor's startup line."""
     from_learner: bool

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 import tyro
 
@@ -88,22 +88,6 @@ class DatasetSalvageConfig:
     """Print exactly one JSON object on stdout."""
 
 
-DatasetCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
-    Annotated[DatasetInfoConfig, tyro.conf.subcommand("info")],
-    Annotated[DatasetExportConfig, tyro.conf.subcommand("export")],
-    Annotated[DatasetSalvageConfig, tyro.conf.subcommand("salvage")],
-]
-
-
-def dataset_command(
-    cmd: Annotated[DatasetCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
-) -> DatasetInfoConfig | DatasetExportConfig:
-    """Summarise a dataset (info) or export it to the LeRobot format (export)."""
-    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
-    # so `robot-rl dataset` goes through this function, which returns the parsed config as is.
-    return cmd
-
-
 def run_info(cfg: DatasetInfoConfig) -> dict:
     """The summary of ``cfg.path`` (see :func:`robot_rl.dataset.info.dataset_info`)."""
     from robot_rl.dataset.info import dataset_info
@@ -130,13 +114,6 @@ def run_salvage(cfg: DatasetSalvageConfig) -> dict:
         "copied": r.copied,
         "skipped": [{"episode": i, "why": why} for i, why in r.skipped],
     }
-
-
-def print_salvage(r: dict) -> None:
-    """What was copied, and each skipped episode with the reason."""
-    print(f"copied {r['copied']} of {r['episodes']} episodes of {r['path']} to {r['out']}")
-    for s in r["skipped"]:
-        print(f"skipped episode {s['episode']}: {s['why']}")
 
 
 def run_export(cfg: DatasetExportConfig, progress: bool = True) -> dict:
@@ -166,79 +143,3 @@ def run_export(cfg: DatasetExportConfig, progress: bool = True) -> dict:
         return export_lerobot(cfg.path, cfg.out, opts, progress=report if progress else None)
     except ImportError as e:  # the optional export extra is not installed
         raise ValueError(str(e)) from e
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # unreachable
-
-
-def print_info(r: dict) -> None:
-    """Rich tables of :func:`run_info`'s result on stdout."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    env = (r["meta"] or {}).get("env") or {}
-    title = f"{r['path']}  ({env.get('task', 'unknown task')}, {_size(r['size_bytes'])})"
-    t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value")
-    succ, iv = r["success"], r["intervention"]
-    lengths = r["episode_length"]
-    t.add_row("episodes", str(r["episodes"]))
-    t.add_row("steps", str(r["steps"]))
-    if r["episodes"]:
-        t.add_row("episode length", f"{lengths['min']} / {lengths['mean']:.1f} / {lengths['max']}")
-    t.add_row(
-        "success rate", f"{_pct(succ['rate'])} ({succ['successes']} of {succ['known']} known)"
-    )
-    t.add_row("intervened steps", f"{iv['steps']} ({_pct(iv['step_rate'])})")
-    t.add_row("episodes with interventions", f"{iv['episodes']} ({_pct(iv['episode_rate'])})")
-    t.add_row(
-        "ended by the task / time limit", f"{r['terminated_episodes']} / {r['truncated_episodes']}"
-    )
-    if r["unfinished_episodes"]:
-        t.add_row("unfinished (crash) episodes", str(r["unfinished_episodes"]))
-    if bads := r["nonfinite"]:
-        bad = "; ".join(f"episode {b['episode']}: {b['key']} row {b['row']}" for b in bads)
-        t.add_row("[red]NaN / inf (loading refuses)[/red]", f"{bad} (fix: dataset salvage)")
-    cams = ", ".join(f"{c} {'x'.join(map(str, s))}" for c, s in r["cameras"].items())
-    t.add_row("cameras", cams or "none")
-    t.add_row("state dim / action dim", f"{r['state_dim']} / {r['action_dim']}")
-    fps = r["fps"] if r["fps"] is not None else r["fps_from_stamps"]
-    how = "recorded" if r["fps"] is not None else "from stamps"
-    t.add_row("control rate", "-" if fps is None else f"{fps:.2f} Hz ({how})")
-    if r["policy_versions"] is not None:
-        t.add_row("policy versions", "{} .. {}".format(*r["policy_versions"]))
-    console.print(t)
-    if r["by_source"]:
-        s = Table(title="by source", title_justify="left")
-        for col in ("source", "episodes", "steps", "success", "intervened steps", "episodes w/ iv"):
-            s.add_column(col, justify="left" if col == "source" else "right")
-        for name, v in r["by_source"].items():
-            s.add_row(
-                name,
-                str(v["episodes"]),
-                str(v["steps"]),
-                _pct(v["success_rate"]),
-                str(v["intervened_steps"]),
-                str(v["intervened_episodes"]),
-            )
-        console.print(s)
-
-
-def print_export(r: dict) -> None:
-    """One line about what was written."""
-    cams = ", ".join(r["cameras"]) or "no cameras"
-    print(
-        f"wrote LeRobot dataset {r['codebase_version']} to {r['out']}: {r['episodes']} episodes, "
-        f"{r['frames']} frames at {r['fps']} fps, task {r['task']!r}, {cams}"
-    )

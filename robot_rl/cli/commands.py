@@ -1,0 +1,48 @@
+"""The subcommand groups ``robot-rl dataset`` and ``robot-rl reward``: tyro reads their
+subcommand names off these Unions; the configs and what they run live in :mod:`robot_rl.app`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+import tyro
+
+from robot_rl.app.dataset import DatasetExportConfig, DatasetInfoConfig, DatasetSalvageConfig
+from robot_rl.app.reward import (
+    RewardEvalConfig,
+    RewardFramesConfig,
+    RewardServeConfig,
+    RewardTrainConfig,
+)
+
+DatasetCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
+    Annotated[DatasetInfoConfig, tyro.conf.subcommand("info")],
+    Annotated[DatasetExportConfig, tyro.conf.subcommand("export")],
+    Annotated[DatasetSalvageConfig, tyro.conf.subcommand("salvage")],
+]
+
+
+def dataset_command(
+    cmd: Annotated[DatasetCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> DatasetInfoConfig | DatasetExportConfig:
+    """Summarise a dataset (info) or export it to the LeRobot format (export)."""
+    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
+    # so `robot-rl dataset` goes through this function, which returns the parsed config as is.
+    return cmd
+
+
+RewardCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
+    Annotated[RewardFramesConfig, tyro.conf.subcommand("frames")],
+    Annotated[RewardTrainConfig, tyro.conf.subcommand("train")],
+    Annotated[RewardEvalConfig, tyro.conf.subcommand("eval")],
+    Annotated[RewardServeConfig, tyro.conf.subcommand("serve")],
+]
+
+
+def reward_command(
+    cmd: Annotated[RewardCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> RewardFramesConfig | RewardTrainConfig | RewardEvalConfig | RewardServeConfig:
+    """Success classifiers: twin frames (frames), train, eval, serve (gRPC)."""
+    # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
+    # so `robot-rl reward` goes through this function, which returns the parsed config as is.
+    return cmd
