@@ -8,8 +8,8 @@ as the services, every message costs the executor a Python wake-up, a take and a
 (~0.1-0.3 ms under the GIL), so a publisher at a few kHz kept that executor and the GIL busy and
 service calls waited for seconds (``sim/step did not answer within 30 s``, issue 17).
 
-So inbound command topics live on a second node (``<name>_intake``, same namespace, same
-context) with its own single-threaded executor in its own thread, and that thread takes at
+So inbound command topics live on a second node (``<name>_intake``, same namespace) in a context
+of its own, with its own single-threaded executor in its own thread, and that thread takes at
 most ``max_rate_hz`` messages per second in total: after each callback it sleeps until its next
 slot. A rate alone does not bound the time: on a slow or loaded machine one take + callback
 can cost more than a slot (0.4 ms measured under a flood here, and malformed messages such as
@@ -21,6 +21,16 @@ replaces the older ones in C++, without the GIL), so a flood costs this process 
 ``max_rate_hz`` callbacks per second, and the safety executor never sees it. The executor
 takes ready subscriptions round-robin, so a flood on one topic does not starve another of the
 intake's topics.
+
+Why a context of its own: a context is one DDS participant, and a participant receives every
+topic and service through one shared-memory port (a queue of a few hundred messages) and one
+UDP socket. A flood on a topic of the owner's participant fills that port faster than its
+receive thread drains it on a loaded machine; the messages that find it full are dropped,
+service requests included, and a dropped reliable message is repaired only at the writer's
+next heartbeat (seconds later). The twin's ``sim/step`` then missed its 2 s deadline under the
+flood test, now and then, with nothing in the process busy. On a participant of its own, a
+flood fills only the intake's port: the owner's services, state and parameters never share a
+queue with it. The owner's domain is used; the intake ignores the process's ROS arguments.
 
 What this means for commands: the bridge executes only the newest target per control period
 anyway, so a budget well above the control rate (default 1000 messages/s for all topics of
@@ -36,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
+from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -49,10 +60,11 @@ DEFAULT_MAX_BUSY_SHARE = 0.25
 class CommandIntake:
     """Subscriptions for untrusted inbound topics, served by a rate-budgeted thread.
 
-    The intake node is ``<owner name>_intake`` in the owner's namespace and context. It ignores
-    the process's command-line arguments (a global ``-r __node:=arm_bridge`` would otherwise
-    give it the owner's name, and its parameter services would answer for the owner); topic
-    names are resolved by the owner (its remaps apply) before subscribing.
+    The intake node is ``<owner name>_intake`` in the owner's namespace and domain, in a context
+    (DDS participant) of its own. It ignores the process's command-line arguments (a global
+    ``-r __node:=arm_bridge`` would otherwise give it the owner's name, and its parameter
+    services would answer for the owner); topic names are resolved by the owner (its remaps
+    apply) before subscribing.
 
     Args:
         owner: The node the topics belong to.
@@ -76,8 +88,9 @@ class CommandIntake:
             raise ValueError(f"max_busy_share must be in (0, 1], got {max_busy_share}")
         self.min_interval_s = 1.0 / float(max_rate_hz)
         self.idle_per_busy = 1.0 / float(max_busy_share) - 1.0
-        context = owner.context
         self._owner = owner
+        context = Context()
+        rclpy.init(args=[], context=context, domain_id=owner.context.get_domain_id())
         self.node: Node = rclpy.create_node(
             f"{owner.get_name()}_intake",
             namespace=owner.get_namespace(),
@@ -137,7 +150,7 @@ class CommandIntake:
                     self._stop.wait(idle_s)
 
     def stop(self) -> None:
-        """Stop the thread and destroy the node (idempotent; call before the context ends)."""
+        """Stop the thread, destroy the node and end the intake's context (idempotent)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
@@ -147,3 +160,4 @@ class CommandIntake:
             self.node.destroy_node()
         except Exception:  # noqa: BLE001 - already destroyed with its context
             pass
+        rclpy.try_shutdown(context=self._context)
