@@ -13,10 +13,15 @@ of its own, with its own single-threaded executor in its own thread, and that th
 most ``max_rate_hz`` messages per second in total: after each callback it sleeps until its next
 slot. A rate alone does not bound the time: on a slow or loaded machine one take + callback
 can cost more than a slot (0.4 ms measured under a flood here, and malformed messages such as
-a 64 KB ``frame_id`` cost more), and the thread would then never sleep. So it also sleeps at
-least ``(1 / max_busy_share - 1)`` times the CPU time the last take cost: the intake holds the
-GIL at most ``max_busy_share`` of the time (default :data:`DEFAULT_MAX_BUSY_SHARE`), however
-slow the machine. Messages that arrive faster wait in the DDS reader history (keep-last: the newest
+a 64 KB ``frame_id`` cost more), and the thread would then never sleep. So the thread's CPU
+time is budgeted too, as a bucket: it earns ``max_busy_share`` seconds of CPU per second of wall
+time (default :data:`DEFAULT_MAX_BUSY_SHARE`), holds at most ``burst_s`` of it
+(:data:`DEFAULT_BURST_S`), and after a take that left it in debt it sleeps until the debt is
+paid. Over any long stretch the intake holds the GIL at most that share of the time, however
+slow the machine; a short burst (a commander's target and gripper command just before a lockstep
+``sim/step``, which waits only ``--command-wait-s`` for them) is taken at once.
+
+Messages that arrive faster wait in the DDS reader history (keep-last: the newest
 replaces the older ones in C++, without the GIL), so a flood costs this process at most
 ``max_rate_hz`` callbacks per second, and the safety executor never sees it. The executor
 takes ready subscriptions round-robin, so a flood on one topic does not starve another of the
@@ -55,6 +60,8 @@ DEFAULT_MAX_RATE_HZ = 1000.0
 """Default budget of an intake: messages per second over all its topics."""
 DEFAULT_MAX_BUSY_SHARE = 0.25
 """Default share of the time an intake thread may spend taking and handling messages."""
+DEFAULT_BURST_S = 0.05
+"""Default CPU time an idle intake may spend at once, seconds (~100 typical takes)."""
 
 
 class CommandIntake:
@@ -70,10 +77,12 @@ class CommandIntake:
         owner: The node the topics belong to.
         max_rate_hz: Callbacks per second over all topics (the rest is dropped by DDS).
         max_busy_share: Largest share of the time (CPU time of this thread over wall time) the
-            intake spends taking and handling messages, in (0, 1].
+            intake spends taking and handling messages over any long stretch, in (0, 1].
+        burst_s: CPU time the intake may spend at once after being idle, seconds (>= 0).
 
     Raises:
-        ValueError: ``max_rate_hz`` is not positive or ``max_busy_share`` not in (0, 1].
+        ValueError: ``max_rate_hz`` is not positive, ``max_busy_share`` not in (0, 1] or
+            ``burst_s`` negative.
     """
 
     def __init__(
@@ -81,13 +90,17 @@ class CommandIntake:
         owner: Node,
         max_rate_hz: float = DEFAULT_MAX_RATE_HZ,
         max_busy_share: float = DEFAULT_MAX_BUSY_SHARE,
+        burst_s: float = DEFAULT_BURST_S,
     ) -> None:
         if not max_rate_hz > 0:
             raise ValueError(f"max_rate_hz must be > 0, got {max_rate_hz}")
         if not 0 < max_busy_share <= 1:
             raise ValueError(f"max_busy_share must be in (0, 1], got {max_busy_share}")
         self.min_interval_s = 1.0 / float(max_rate_hz)
-        self.idle_per_busy = 1.0 / float(max_busy_share) - 1.0
+        if not burst_s >= 0:
+            raise ValueError(f"burst_s must be >= 0, got {burst_s}")
+        self.max_busy_share = float(max_busy_share)
+        self.burst_s = float(burst_s)
         self._owner = owner
         context = Context()
         rclpy.init(args=[], context=context, domain_id=owner.context.get_domain_id())
@@ -130,6 +143,7 @@ class CommandIntake:
 
     def _run(self) -> None:
         next_slot = time.monotonic()
+        credit_s, credit_at = self.burst_s, next_slot  # the CPU-time bucket
         while not self._stop.is_set() and self._context.ok():
             before = self.taken
             cpu0 = time.thread_time()
@@ -144,8 +158,10 @@ class CommandIntake:
             if self.taken != before:
                 busy_s = time.thread_time() - cpu0
                 now = time.monotonic()
+                earned = self.max_busy_share * (now - credit_at)
+                credit_s, credit_at = min(self.burst_s, credit_s + earned) - busy_s, now
                 next_slot = max(next_slot + self.min_interval_s, now - self.min_interval_s)
-                idle_s = max(next_slot - now, busy_s * self.idle_per_busy)
+                idle_s = max(next_slot - now, -credit_s / self.max_busy_share)
                 if idle_s > 0:
                     self._stop.wait(idle_s)
 

@@ -90,21 +90,24 @@ def test_intake_keeps_its_own_name_under_a_global_node_remap_and_enforces_its_bu
 
 def test_a_slow_handler_holds_the_intake_thread_to_its_share_of_the_time(a1_domain):
     """A rate alone does not bound the time when one callback costs more than a slot (a slow or
-    loaded machine): then the thread would never sleep. It sleeps 1/share - 1 times what the
-    take cost, so with callbacks of >= 5 ms CPU and share 0.25, consecutive callbacks start at
-    least 20 ms apart, whatever the 1000 Hz budget allows."""
+    loaded machine): then the thread would never sleep. Its CPU time is budgeted too: with
+    callbacks of >= 5 ms CPU, share 0.25 and a burst of 20 ms, the first few run at once and
+    then one per >= 20 ms, whatever the 1000 Hz budget allows."""
     apply_ros_env(a1_domain)
     owner_ctx = _context(a1_domain)
     pub_ctx = _context(a1_domain)
     owner = rclpy.create_node("twin", namespace="/arm", context=owner_ctx)
     with pytest.raises(ValueError, match="max_busy_share"):
         CommandIntake(owner, max_busy_share=0.0)
-    intake = CommandIntake(owner, max_rate_hz=1000.0, max_busy_share=0.25)
+    with pytest.raises(ValueError, match="burst_s"):
+        CommandIntake(owner, burst_s=-1.0)
+    share, burst_s, cost_s = 0.25, 0.020, 0.005
+    intake = CommandIntake(owner, max_rate_hz=1000.0, max_busy_share=share, burst_s=burst_s)
     starts: list[float] = []
 
     def slow(msg: Float64) -> None:
         starts.append(time.monotonic())
-        end = time.thread_time() + 0.005  # 5 ms of this thread's CPU, however long that takes
+        end = time.thread_time() + cost_s  # 5 ms of this thread's CPU, however long that takes
         while time.thread_time() < end:
             pass
 
@@ -118,13 +121,17 @@ def test_a_slow_handler_holds_the_intake_thread_to_its_share_of_the_time(a1_doma
             assert time.monotonic() < deadline, "the intake never matched the publisher"
             time.sleep(0.01)
         deadline = time.monotonic() + 30.0
-        while len(starts) < 15:  # a flood until 15 callbacks ran
+        n = 25
+        while len(starts) < n:  # a flood until n callbacks ran
             assert time.monotonic() < deadline, f"only {len(starts)} callbacks in 30 s"
             for _ in range(50):
                 pub.publish(Float64(data=0.0))
             time.sleep(0.001)
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        assert min(gaps) >= 0.020 - 1e-4, gaps
+        # n callbacks cost >= n * 5 ms of CPU; the bucket held burst_s and earned share per
+        # second, so they span >= ((n - 1) * cost - burst) / share of wall time (380 ms here;
+        # back to back, without the CPU budget, ~125 ms).
+        span = starts[n - 1] - starts[0]
+        assert span >= ((n - 1) * cost_s - burst_s) / share - 1e-3, (span, starts[:n])
     finally:
         intake.stop()
         owner.destroy_node()
