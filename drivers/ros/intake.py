@@ -64,10 +64,9 @@ class CommandIntake:
     """Subscriptions for untrusted inbound topics, served by a rate-budgeted thread.
 
     The intake node is ``<owner name>_intake`` in the owner's namespace and context. It ignores
-    the process's command-line arguments (a global
-    ``-r __node:=arm_bridge`` would otherwise give it the owner's name, and its parameter
-    services would answer for the owner); topic names are resolved by the owner (its remaps
-    apply) before subscribing.
+    the process's command-line arguments (a global ``-r __node:=arm_bridge`` would otherwise
+    give it the owner's name, and its parameter services would answer for the owner); topic
+    names are resolved by the owner (its remaps apply) before subscribing.
 
     Args:
         owner: The node the topics belong to.
@@ -92,16 +91,13 @@ class CommandIntake:
             raise ValueError(f"max_rate_hz must be > 0, got {max_rate_hz}")
         if not 0 < max_busy_share <= 1:
             raise ValueError(f"max_busy_share must be in (0, 1], got {max_busy_share}")
-        self.min_interval_s = 1.0 / float(max_rate_hz)
         if not burst_s >= 0:
             raise ValueError(f"burst_s must be >= 0, got {burst_s}")
+        self.min_interval_s = 1.0 / float(max_rate_hz)
         self.max_busy_share = float(max_busy_share)
         self.burst_s = float(burst_s)
         self._owner = owner
-        # The owner's context (participant): a context of its own would keep a flood off the
-        # owner's shared-memory port, but breaks the lockstep order "target, then sim/step"
-        # (they would arrive on different ports; a target taken after the step is stale).
-        context = owner.context
+        context = owner.context  # not one of its own: see the module docstring
         self.node: Node = rclpy.create_node(
             f"{owner.get_name()}_intake",
             namespace=owner.get_namespace(),
