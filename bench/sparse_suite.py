@@ -235,7 +235,7 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
 def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
     import _external_envs as ext
 
-    from policies.sac import SACAgent
+    from robot_rl.app.compose import agent_factory
     from robot_rl.learner.config import TrainConfig
     from robot_rl.learner.loop import Trainer
 
@@ -249,9 +249,7 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
         eval_seed=1_000_000, reward_offset=_offset(config),
     )  # fmt: skip
 
-    def make_agent(layout, action_dim):
-        return SACAgent(layout, action_dim, sac, seed=seed)
-
+    make_agent = agent_factory(sac, seed, "cpu")  # the builder train and learner use
     res = Trainer(env, eval_env, tcfg, make_agent, root / "run", demos=demos).run()
     evals = [json.loads(s) for s in (root / "run" / "eval.jsonl").read_text().splitlines()]
     out = _curve_figures([(e["env_steps"], e["success_rate"]) for e in evals])

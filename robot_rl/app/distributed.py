@@ -41,7 +41,7 @@ import tyro
 from policies.config import SACConfig
 from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.run_settings import ActorEnvFlags, run_settings_json
-from robot_rl.app.train import (
+from robot_rl.app.train_config import (
     TRAIN_SAC,
     EncoderName,
     HumanName,
@@ -327,8 +327,7 @@ def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
 
 def run_learner(cmd: LearnerCmdConfig) -> dict:
     """Build the learner for ``cmd``, serve and learn until the step budget or a signal."""
-    from policies.features import frame_features_for
-    from robot_rl.app.train import agent_factory, sac_config
+    from robot_rl.app.compose import build_agent
     from robot_rl.learner.remote import RemoteLearner
     from robot_rl.run.rundir import RunExistsError
 
@@ -336,21 +335,20 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
         cmd = _resolve_learner_resume(cmd)
     elif cmd.run.exists() and any(cmd.run.iterdir()):
         raise RunExistsError(f"run directory {cmd.run} already exists; pass --resume")
-    sac = sac_config(cmd.as_train())
-    cmd = dataclasses.replace(cmd, sac=sac)
+    agent = build_agent(cmd.as_train())  # its backbone encodes frames on insert
+    cmd = dataclasses.replace(cmd, sac=agent.sac)
     layout, action_dim, eval_env, closers = _learner_layout(cmd)
     try:
-        feats = frame_features_for(sac.encoder, cmd.env.obs, cmd.device)  # encoded on insert
         learner = RemoteLearner(
             cmd.train_config(),
-            agent_factory(sac, cmd.seed, cmd.device, feats),
+            agent.make,
             layout,
             action_dim,
             cmd.run,
             cmd.server_config(),
             cmd.remote_config(),
-            policy_settings(sac, cmd),
-            demos=_learner_demos(cmd, layout, action_dim, feats),
+            policy_settings(agent.sac, cmd),
+            demos=_learner_demos(cmd, layout, action_dim, agent.features),
             resume=cmd.resume,
             run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
             eval_env=eval_env,
@@ -397,18 +395,11 @@ def _learner_layout(cmd: LearnerCmdConfig) -> tuple[Any, int, Any, list[Any]]:
 def _learner_demos(cmd: LearnerCmdConfig, layout: Any, action_dim: int, features: Any) -> Any:
     """The demo buffer (relabelled with the binary cost for --learned-reward), or None. Twin
     data must match the collect settings too; with --layout-from only the layout counts."""
-    if cmd.demos is None:
-        return None
     from robot_rl.app.collect import demo_settings_problem
-    from robot_rl.replay.demos import load_checked_demos
+    from robot_rl.app.compose import build_demos
 
     check = demo_settings_problem(cmd.env) if cmd.layout_from is None else None
-    demos = load_checked_demos(cmd.demos, layout, action_dim, check, features)
-    if cmd.learned_reward:
-        from robot_rl.app.reward_env import binary_cost
-
-        demos.relabel_rewards(binary_cost)
-    return demos
+    return build_demos(cmd.demos, layout, action_dim, check, features, cmd.learned_reward)
 
 
 def _redacted(cmd: LearnerCmdConfig) -> dict:
@@ -443,8 +434,8 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import WEIGHTS_FILE, Actor
     from robot_rl.actor.policy import ActingPolicy
+    from robot_rl.app.compose import agent_factory, build_envs
     from robot_rl.app.run_settings import actor_settings
-    from robot_rl.app.train import agent_factory, build_envs
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
     from robot_rl.run.traps import RewardTrapCheck

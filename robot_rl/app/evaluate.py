@@ -62,7 +62,8 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         CheckpointError: checkpoints exist but none is complete.
     """
     from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.train import TrainCmdConfig, agent_factory, from_json, sac_config
+    from robot_rl.app.compose import agent_factory, sac_config
+    from robot_rl.app.train_config import TrainCmdConfig, from_json
     from robot_rl.learner.checkpoint import (
         checkpoint_candidates,
         load_best_checkpoint,

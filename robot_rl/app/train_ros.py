@@ -187,8 +187,10 @@ def human_node_args(cmd: Any) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def build_ros_training(cmd: Any) -> RosTraining:
-    """The training and evaluation envs over ROS 2 for a ``TrainCmdConfig`` with ``setup``.
+def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
+    """The training and evaluation envs over ROS 2 for a ``TrainCmdConfig`` with ``setup``
+    and its learned reward (:class:`robot_rl.app.compose.RewardParts`; called by
+    :func:`robot_rl.app.compose.build_envs`).
 
     Raises:
         ValueError: A hardware setup (no task reward), a task the running nodes do not serve,
@@ -196,19 +198,17 @@ def build_ros_training(cmd: Any) -> RosTraining:
         TimeoutError: Nodes or the teleop node not reachable.
     """
     from drivers.setup import load_setup
-    from robot_rl.app.reward_env import TeleopVerdicts, reward_cameras, reward_hook
     from robot_rl.app.ros_env import _check_hardware, make_ros_env
     from robot_rl.wrappers import Intervention, InterventionConfig
 
-    settings = cmd.reward_settings()  # a learned reward: a hardware setup is fine
+    settings = reward.settings  # a learned reward: a hardware setup is fine
     # make_ros_env's refusal of a hardware setup first, before any node starts.
     _check_hardware(load_setup(cmd.setup), needs_task_reward=settings is None)
     setup = load_setup_for_task(cmd.setup, cmd.env.task, cmd.launch)
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)
-    rcams = () if settings is None else tuple(c for c in reward_cameras(settings) if c not in cams)
-    verdicts = TeleopVerdicts() if settings is not None and cmd.human == "teleop" else None
-    hook = None if settings is None else reward_hook(settings, cmd.run, verdicts)
+    rcams = tuple(c for c in reward.cameras if c not in cams)
+    verdicts, hook = reward.verdicts, reward.hook
     if cmd.human == "none":
         env_setup = dataclasses.replace(
             setup,
