@@ -147,21 +147,6 @@ def _run(cfg: Any) -> int:
     from robot_rl.app.build import UnknownTaskError
     from robot_rl.cli import reports, up
 
-    for cls, run, report in (
-        (record_cmd.RecordConfig, record_cmd.run_record, reports.print_record),
-        (label_cmd.LabelConfig, label_cmd.run_label, reports.print_label),
-    ):
-        if isinstance(cfg, cls):
-            try:
-                result = run(cfg)
-            except (*_user_errors(), TimeoutError) as e:  # TimeoutError: ROS 2 nodes
-                return _error(f"{type(e).__name__}: {e}")
-            if cfg.json:
-                _emit_json(result)
-            else:
-                report(result)
-            return 0
-
     if isinstance(cfg, reward_cmd.RewardServeConfig):
         try:
             return reward_cmd.run_reward_serve(cfg)
@@ -186,7 +171,9 @@ def _run(cfg: Any) -> int:
             reports.print_rollout(result)
         return 0
 
-    learner_cmds = (
+    commands = (  # (config, app function, what it prints for a person)
+        (record_cmd.RecordConfig, record_cmd.run_record, reports.print_record),
+        (label_cmd.LabelConfig, label_cmd.run_label, reports.print_label),
         (collect.CollectConfig, collect.run_collect, reports.print_collect),
         (train.TrainCmdConfig, train.run_train, reports.print_train),
         (distributed.LearnerCmdConfig, distributed.run_learner, reports.print_learner),
@@ -199,7 +186,7 @@ def _run(cfg: Any) -> int:
         (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reports.print_reward_train),
         (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reports.print_reward_eval),
     )
-    for cls, run, report in learner_cmds:
+    for cls, run, report in commands:
         if isinstance(cfg, cls):
             try:
                 result = run(cfg)

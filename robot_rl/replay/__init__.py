@@ -14,13 +14,9 @@ from robot_rl.replay.demos import (
     rebuild_buffer,
     salvage,
 )
-from robot_rl.replay.log import (
-    CorruptLogError,
-    EpisodeLog,
-    EpisodeMeta,
-    UnfinishedEpisodeError,
-)
+from robot_rl.replay.log import EpisodeLog
 from robot_rl.replay.mixer import Mixer
+from robot_rl.replay.schema import CorruptLogError, EpisodeMeta, UnfinishedEpisodeError
 
 __all__ = [
     "CorruptLogError",

@@ -40,25 +40,21 @@ from typing import Any, Literal
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
 
 from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay.schema import (
-    FORMAT,
     SOURCES,
-    STEP_CHUNK,
     STEP_FIELDS,
-    VERSION,
-    CorruptLogError,
     EpisodeMeta,
     UnfinishedEpisodeError,
     commit_record,
+    create_store,
     layout_from_json,
-    layout_to_json,
     load_and_check,
     obs_fields,
     obs_row,
+    open_store,
     step_fields,
     write_rows,
 )
@@ -148,32 +144,7 @@ class EpisodeLog:
         if image_chunk_steps < 1:
             raise ValueError(f"image_chunk_steps must be >= 1, got {image_chunk_steps}")
         meta_json = json.loads(json.dumps(dict(meta or {})))  # fail early if not JSON-able
-        root = zarr.open_group(str(path), mode="w-", zarr_format=3)
-        img_codec = BloscCodec(cname="zstd", clevel=image_clevel, shuffle="noshuffle")
-        for name, (shape, dtype) in {**step_fields(action_dim), **obs_fields(layout)}.items():
-            is_img = name.startswith("obs/images/")
-            root.create_array(
-                f"data/{name}",
-                shape=(0, *shape),
-                chunks=(image_chunk_steps if is_img else STEP_CHUNK, *shape),
-                dtype=dtype,
-                compressors=img_codec if is_img else "auto",
-                fill_value=0,
-            )
-        root.create_array(
-            "meta/episode_ends", shape=(0,), chunks=(STEP_CHUNK,), dtype="int64", fill_value=0
-        )
-        root["meta"].attrs.put({"episodes": []})
-        root.create_group("commit").attrs.put(commit_record(0, 0, 0, None))
-        root.attrs.put(
-            {
-                "format": FORMAT,
-                "version": VERSION,
-                "layout": layout_to_json(layout),
-                "action_dim": int(action_dim),
-                "meta": meta_json,
-            }
-        )
+        root = create_store(path, layout, action_dim, meta_json, image_clevel, image_chunk_steps)
         log = cls(root, path, "a", flush_every_steps, flush_interval_s)
         log._arrays = {n: root[f"data/{n}"] for n in log._fields}
         return log
@@ -213,17 +184,7 @@ class EpisodeLog:
             raise ValueError(f"unfinished must be truncate, drop or error, not {unfinished!r}")
         if mode not in ("r", "a"):
             raise ValueError(f"mode must be 'r' or 'a', got {mode!r}")
-        if not (path / "zarr.json").exists():
-            raise FileNotFoundError(f"no episode log at {path} (no zarr.json); create one first")
-        try:
-            root = zarr.open_group(str(path), mode="r" if mode == "r" else "r+", zarr_format=3)
-            attrs = dict(root.attrs)
-        except Exception as e:  # noqa: BLE001 - re-raised with context
-            raise CorruptLogError(f"{path}: cannot read the zarr root ({e})") from e
-        if attrs.get("format") != FORMAT:
-            raise CorruptLogError(f"{path} is a zarr store but not a robot_rl episode log")
-        if attrs.get("version") != VERSION:
-            raise CorruptLogError(f"{path}: log version {attrs.get('version')}, expected {VERSION}")
+        root = open_store(path, writable=mode == "a")
         log = cls(root, path, mode, flush_every_steps, flush_interval_s)
         log._load(unfinished)
         log._publish()

@@ -234,3 +234,65 @@ def load_and_check(
     if problems:
         raise CorruptLogError(f"{path} is inconsistent: {'; '.join(problems)}; {advice}")
     return arrays, n_steps, n_obs, table, op
+
+
+def create_store(
+    path: Path,
+    layout: ObsLayout,
+    action_dim: int,
+    meta: dict[str, Any],
+    image_clevel: int,
+    image_chunk_steps: int,
+) -> zarr.Group:
+    """A new, empty log store at ``path`` (see :meth:`robot_rl.replay.EpisodeLog.create`):
+    empty arrays, episode table, commit record and root attributes."""
+    from zarr.codecs import BloscCodec
+
+    root = zarr.open_group(str(path), mode="w-", zarr_format=3)
+    img_codec = BloscCodec(cname="zstd", clevel=image_clevel, shuffle="noshuffle")
+    for name, (shape, dtype) in {**step_fields(action_dim), **obs_fields(layout)}.items():
+        is_img = name.startswith("obs/images/")
+        root.create_array(
+            f"data/{name}",
+            shape=(0, *shape),
+            chunks=(image_chunk_steps if is_img else STEP_CHUNK, *shape),
+            dtype=dtype,
+            compressors=img_codec if is_img else "auto",
+            fill_value=0,
+        )
+    root.create_array(
+        "meta/episode_ends", shape=(0,), chunks=(STEP_CHUNK,), dtype="int64", fill_value=0
+    )
+    root["meta"].attrs.put({"episodes": []})
+    root.create_group("commit").attrs.put(commit_record(0, 0, 0, None))
+    root.attrs.put(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "layout": layout_to_json(layout),
+            "action_dim": int(action_dim),
+            "meta": meta,
+        }
+    )
+    return root
+
+
+def open_store(path: Path, writable: bool) -> zarr.Group:
+    """The log store at ``path``, checked to be a robot_rl episode log of this version.
+
+    Raises:
+        FileNotFoundError: No store at ``path``.
+        CorruptLogError: Not readable, not an episode log, or another version.
+    """
+    if not (path / "zarr.json").exists():
+        raise FileNotFoundError(f"no episode log at {path} (no zarr.json); create one first")
+    try:
+        root = zarr.open_group(str(path), mode="r+" if writable else "r", zarr_format=3)
+        attrs = dict(root.attrs)
+    except Exception as e:  # noqa: BLE001 - re-raised with context
+        raise CorruptLogError(f"{path}: cannot read the zarr root ({e})") from e
+    if attrs.get("format") != FORMAT:
+        raise CorruptLogError(f"{path} is a zarr store but not a robot_rl episode log")
+    if attrs.get("version") != VERSION:
+        raise CorruptLogError(f"{path}: log version {attrs.get('version')}, expected {VERSION}")
+    return root
