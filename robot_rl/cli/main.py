@@ -29,11 +29,12 @@ exit status and log, see :mod:`robot_rl.app.supervision`), 1 anything else (a tr
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import MutableMapping, Sequence
 from typing import Any
+
+from robot_rl.cli.common import emit_json, error, user_errors
 
 
 def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> str | None:
@@ -47,38 +48,6 @@ def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> st
         if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
             env["MUJOCO_GL"] = "osmesa"
     return env.get("MUJOCO_GL")
-
-
-def _emit_json(obj: dict) -> None:
-    """Print ``obj`` as one JSON line; a closed pipe (``| head``) is not an error."""
-    try:
-        print(json.dumps(obj), flush=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _error(message: str) -> int:
-    print(f"robot-rl: error: {message}", file=sys.stderr)
-    if os.environ.get("ROBOT_RL_DEBUG"):
-        import traceback
-
-        traceback.print_exc()
-    return 2
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input (options, files, data): exit 2 with their message."""
-    from robot_rl.learner.checkpoint import CheckpointError
-    from robot_rl.replay.schema import CorruptLogError, UnfinishedEpisodeError
-
-    return (
-        ValueError,  # includes UnknownTaskError, SpecError and configs' __post_init__
-        FileExistsError,  # includes RunExistsError
-        FileNotFoundError,  # includes NothingToResumeError
-        CorruptLogError,
-        UnfinishedEpisodeError,
-        CheckpointError,
-    )
 
 
 def parse(argv: Sequence[str] | None = None) -> Any:
@@ -97,7 +66,8 @@ def parse(argv: Sequence[str] | None = None) -> Any:
     from robot_rl.app import evaluate as eval_cmd
     from robot_rl.app import label as label_cmd
     from robot_rl.app import record as record_cmd
-    from robot_rl.cli import commands, up
+    from robot_rl.app.up import UpConfig
+    from robot_rl.cli import commands
 
     return tyro.extras.subcommand_cli_from_dict(
         {
@@ -108,7 +78,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
             "learner": distributed.LearnerCmdConfig,
             "actor": distributed.ActorCmdConfig,
             "eval": eval_cmd.EvalCmdConfig,
-            "up": up.UpConfig,
+            "up": UpConfig,
             "record": record_cmd.RecordConfig,
             "label": label_cmd.LabelConfig,
             "dataset": commands.dataset_command,
@@ -125,13 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = parse(argv)
     except ValueError as e:  # a config's __post_init__ rejected the options
-        return _error(str(e))
+        return error(str(e))
     from robot_rl.app.supervision import EXIT_NODE_DIED, NodeDiedError
 
     try:
         return _run(cfg)
     except NodeDiedError as e:  # a required node started with --launch died: the cause
-        _error(str(e))
+        error(str(e))
         return EXIT_NODE_DIED
 
 
@@ -145,55 +115,69 @@ def _run(cfg: Any) -> int:
     from robot_rl.app import record as record_cmd
     from robot_rl.app import reward as reward_cmd
     from robot_rl.app.build import UnknownTaskError
+    from robot_rl.app.up import UpConfig
+    from robot_rl.cli import data_reports as dr
     from robot_rl.cli import reports, up
 
     if isinstance(cfg, reward_cmd.RewardServeConfig):
         try:
             return reward_cmd.run_reward_serve(cfg)
-        except _user_errors() as e:
-            return _error(f"{type(e).__name__}: {e}")
+        except user_errors() as e:
+            return error(f"{type(e).__name__}: {e}")
 
-    if isinstance(cfg, up.UpConfig):
+    if isinstance(cfg, UpConfig):
         try:
-            return up.run_up(cfg)
+            return up.run(cfg)  # the live table is the command line's
         except ValueError as e:  # includes drivers.setup.SetupError
-            return _error(str(e))
+            return error(str(e))
 
     if isinstance(cfg, rollout.RolloutConfig):
         try:
             built = rollout.build(cfg)
         except (UnknownTaskError, ValueError, TimeoutError) as e:  # TimeoutError: ROS 2 nodes
-            return _error(str(e))
+            return error(str(e))
         result = rollout.run_rollout(cfg, progress=True, built=built)
         if cfg.json:
-            _emit_json(result)
+            emit_json(result)
         else:
             reports.print_rollout(result)
         return 0
 
     commands = (  # (config, app function, what it prints for a person)
-        (record_cmd.RecordConfig, record_cmd.run_record, reports.print_record),
-        (label_cmd.LabelConfig, label_cmd.run_label, reports.print_label),
+        (record_cmd.RecordConfig, record_cmd.run_record, dr.print_record),
+        (label_cmd.LabelConfig, label_cmd.run_label, dr.print_label),
         (collect.CollectConfig, collect.run_collect, reports.print_collect),
         (train.TrainCmdConfig, train.run_train, reports.print_train),
         (distributed.LearnerCmdConfig, distributed.run_learner, reports.print_learner),
         (distributed.ActorCmdConfig, distributed.run_actor, reports.print_actor),
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, reports.print_eval),
-        (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, reports.print_dataset_info),
-        (dataset_cmd.DatasetExportConfig, dataset_cmd.run_export, reports.print_dataset_export),
-        (dataset_cmd.DatasetSalvageConfig, dataset_cmd.run_salvage, reports.print_dataset_salvage),
-        (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, reports.print_reward_frames),
-        (reward_cmd.RewardTrainConfig, reward_cmd.run_reward_train, reports.print_reward_train),
-        (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, reports.print_reward_eval),
+        (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dr.print_dataset_info),
+        (
+            dataset_cmd.DatasetExportConfig,
+            dataset_cmd.run_export,
+            dr.print_dataset_export,
+        ),
+        (
+            dataset_cmd.DatasetSalvageConfig,
+            dataset_cmd.run_salvage,
+            dr.print_dataset_salvage,
+        ),
+        (reward_cmd.RewardFramesConfig, reward_cmd.run_frames, dr.print_reward_frames),
+        (
+            reward_cmd.RewardTrainConfig,
+            reward_cmd.run_reward_train,
+            dr.print_reward_train,
+        ),
+        (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, dr.print_reward_eval),
     )
     for cls, run, report in commands:
         if isinstance(cfg, cls):
             try:
                 result = run(cfg)
-            except (*_user_errors(), TimeoutError) as e:  # TimeoutError: no learner, ROS nodes
-                return _error(f"{type(e).__name__}: {e}")
+            except (*user_errors(), TimeoutError) as e:  # TimeoutError: no learner, ROS nodes
+                return error(f"{type(e).__name__}: {e}")
             if cfg.json:
-                _emit_json(result)
+                emit_json(result)
             else:
                 report(result)
             return 0
@@ -201,9 +185,9 @@ def _run(cfg: Any) -> int:
     try:
         result = envs_cmd.list_envs(cfg)
     except ValueError as e:
-        return _error(str(e))
+        return error(str(e))
     if cfg.json:
-        _emit_json(result)
+        emit_json(result)
     else:
         reports.print_envs(result)
     return 0
