@@ -118,6 +118,10 @@ CONFIGS: dict[str, dict] = {
     "no_backup_entropy_bc3": {**_NBE, "num_critics": 2, "bc_weight": 3.0, "bc_q_filter": True},
     # whatever robot-rl train uses today (no overrides)
     "default": {},
+    # the default with Cal-QL: the conservative critic, floored at the data's Monte-Carlo
+    # returns-to-go (configs named default_* override robot-rl train's agent)
+    "default_calql1": {"cql_weight": 1.0, "calql": True},
+    "default_calql01": {"cql_weight": 0.1, "calql": True},
 }
 
 
@@ -175,14 +179,14 @@ LOOP_KEYS = ("reward_offset",)
 
 
 def _sac(name: str):
-    """The agent of config ``name``: robot-rl train's for "default", else plain SACConfig()
-    with the config's overrides."""
+    """The agent of config ``name``: robot-rl train's for "default" (and "default_*", with the
+    config's overrides), else plain SACConfig() with the config's overrides."""
     from policies.config import SACConfig
     from robot_rl.app.train import TRAIN_SAC
 
     if name not in CONFIGS:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
-    base = TRAIN_SAC if name == "default" else SACConfig()
+    base = TRAIN_SAC if name == "default" or name.startswith("default_") else SACConfig()
     agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS}
     return dataclasses.replace(base, **agent)
 

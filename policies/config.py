@@ -130,6 +130,12 @@ class SACConfig:
     tried above those it did and the actor has no overrated action to climb to. 0 = off.
     Without Cal-QL's calibration every Q drifts down (Meta-World push, 0/1 reward: to -5 at
     weight 0.1, -67 at 1, in 20k steps): the target bootstraps from the actions pushed down."""
+    calql: bool = False
+    """With cql_weight: Cal-QL's calibration (Nakamoto et al. 2023): Q at the policy's sampled
+    actions is pushed down only while it is above the batch row's Monte-Carlo return-to-go
+    (the discounted rewards its episode went on to collect; rows of an episode still running
+    have none), so that conservatism stops at a value the data has shown and Q does not drift
+    below what the data achieves. The learner's replay keeps those returns when this is on."""
     log_std_min: float = -5.0
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -168,6 +174,8 @@ class SACConfig:
             )
         if self.cql_weight < 0:
             raise ValueError(f"cql_weight must be >= 0 (0 disables it), got {self.cql_weight}")
+        if self.calql and self.cql_weight == 0:
+            raise ValueError("calql calibrates the conservative term: also set cql_weight > 0")
         if self.utd < 1:
             raise ValueError("utd must be >= 1")
         if not 0.0 < self.tau <= 1.0:
@@ -217,6 +225,12 @@ class BCConfig:
     """``"mse"`` on tanh(mean) or ``"nll"``: tanh-Gaussian negative log-likelihood."""
     lr: float = 3e-4
     """Adam learning rate."""
+    calql: bool = False
+    """With cql_weight: Cal-QL's calibration (Nakamoto et al. 2023): Q at the policy's sampled
+    actions is pushed down only while it is above the batch row's Monte-Carlo return-to-go
+    (the discounted rewards its episode went on to collect; rows of an episode still running
+    have none), so that conservatism stops at a value the data has shown and Q does not drift
+    below what the data achieves. The learner's replay keeps those returns when this is on."""
     log_std_min: float = -5.0
     """Lower clamp of the log standard deviation."""
     log_std_max: float = 2.0

@@ -204,6 +204,15 @@ class SACAgent:
             with torch.no_grad():
                 a_pi, _ = self.actor.sample(z.detach(), self.gen)  # (B, A_arm)
             q_pi = self._q_values(self.critic(z, a_pi))  # (N, B)
+            if cfg.calql:  # Cal-QL: no push below the data's Monte-Carlo return
+                if batch.mc_return is None:
+                    raise ValueError(
+                        "calql needs batches with mc_return: sample them through "
+                        "robot_rl.replay.Mixer(..., returns=True) (the learner does)"
+                    )
+                floor = torch.nan_to_num(batch.mc_return.float(), nan=-torch.inf)  # (B,)
+                metrics["calql_floored"] = (q_pi.detach() < floor).float().mean()
+                q_pi = torch.maximum(q_pi, floor)
             gap = q_pi.mean() - q.mean()  # policy's actions over the data's, per critic mean
             loss = loss + cfg.cql_weight * gap
             metrics["cql_gap"] = gap.detach()

@@ -57,6 +57,9 @@ class Batch:
             is the discounted sum of up to k rewards, ``next_obs`` the observation after the
             last of them and ``discount`` gamma ** (the number summed): the factor of the
             bootstrap value. None: a one-step transition (the agent's own gamma).
+        mc_return: (B,) float32 or None. The Monte-Carlo return-to-go of each row's episode
+            from it on (``Mixer(returns=True)``; NaN where the episode is still open), for
+            Cal-QL's floor. None: not sampled.
     """
 
     obs: Mapping[str, Any]
@@ -67,3 +70,4 @@ class Batch:
     intervened: Any
     is_demo: Any
     discount: Any = None
+    mc_return: Any = None

@@ -115,6 +115,7 @@ class LearnerCore:
             n_step=int(getattr(agent_cfg, "n_step", 1)),
             gamma=self.gamma,
             reward_offset=cfg.reward_offset,
+            returns=bool(getattr(agent_cfg, "calql", False)),  # Cal-QL's Monte-Carlo floor
         )
         self.norm: StateNormalizer | None = None
         self.evals: list[dict] = []

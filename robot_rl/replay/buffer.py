@@ -79,6 +79,13 @@ class ReplayBuffer:
         self._n_trans = 0  # transitions ever added (next transition id)
         self._first = 0  # id of the oldest sampleable transition
         self._open_row: int | None = None  # id of the last next_obs an episode may continue from
+        # Monte-Carlo returns-to-go (Cal-QL's floor), kept once track_returns(gamma) is called:
+        # per transition the discounted sum of its stream's rewards from it to the stream's end
+        # (NaN while the stream is open) and how many steps that sum covers.
+        self.mc_gamma: float | None = None
+        self._mc = np.full(n, np.nan, np.float32)
+        self._mc_len = np.zeros(n, np.int32)
+        self._stream_start: int | None = None  # transition id opening the open stream
 
     def _row_shape(self, image_shape: tuple[int, ...]) -> tuple[int, ...]:
         if self.features is None:
@@ -129,6 +136,51 @@ class ReplayBuffer:
         if new.shape != self._reward.shape or not np.isfinite(new).all():
             raise ValueError(f"relabel gave {new.shape} (want {self._reward.shape}) or non-finite")
         self._reward[:] = new
+        if self.mc_gamma is not None:
+            self.track_returns(self.mc_gamma)
+
+    # -- Monte-Carlo returns ---------------------------------------------------------------
+
+    def track_returns(self, gamma: float) -> None:
+        """Keep each transition's Monte-Carlo return-to-go with discount ``gamma`` (sampled as
+        ``mc_return`` / ``mc_steps`` with ``sample_into(..., returns=True)``): computed now for
+        every held transition, then whenever a stream of steps ends (a termination, or an
+        ``add`` that does not continue the last transition's next_obs; a logged episode at
+        once). A stream still open has none (NaN). A stream cut by a time limit sums only the
+        rewards it saw."""
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+        self.mc_gamma = float(gamma)
+        self._mc[:] = np.nan
+        self._mc_len[:] = 0
+        if len(self) == 0:
+            return
+        cap = self.capacity
+        tid = np.arange(self._first, self._n_trans)
+        ts = tid % cap
+        cont = np.zeros(len(tid), bool)  # transition t's stream goes on with t + 1
+        cont[:-1] = (self._obs_id[ts[1:]] == self._next_id[ts[:-1]]) & (
+            self._terminated[ts[:-1]] == 0.0
+        )
+        ends = np.flatnonzero(~cont)
+        last_open = self._open_row is not None and self._terminated[ts[-1]] == 0.0
+        lo = 0
+        for e in ends:
+            if e == len(tid) - 1 and last_open:
+                self._stream_start = int(tid[lo])
+                break
+            self._close_stream(int(tid[lo]), int(tid[e]))
+            lo = e + 1
+        else:
+            self._stream_start = None
+
+    def _close_stream(self, lo: int, hi: int) -> None:
+        """Returns-to-go of transitions ``lo..hi`` (ids, one stream ending at ``hi``)."""
+        g, acc, cap = self.mc_gamma, 0.0, self.capacity
+        for k, t in enumerate(range(hi, max(lo, self._first) - 1, -1)):
+            s = t % cap
+            acc = float(self._reward[s]) + g * acc
+            self._mc[s], self._mc_len[s] = acc, k + 1
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -153,9 +205,19 @@ class ReplayBuffer:
                 o = self._write_row(obs)
         else:
             o = self._write_row(obs)
+        if o != self._open_row:  # a new stream: the open one (if any) ended at the last step
+            self._end_stream()
+            self._stream_start = self._n_trans
         nx = self._write_row(next_obs)
         self._put_transition(o, nx, action, reward, terminated, intervened)
         self._open_row = None if terminated else nx
+        if terminated:
+            self._end_stream()
+
+    def _end_stream(self) -> None:
+        if self._stream_start is not None and self.mc_gamma is not None:
+            self._close_stream(self._stream_start, self._n_trans - 1)
+        self._stream_start = None
 
     def add_episode(self, episode: Mapping[str, Any]) -> None:
         """Add a whole episode as returned by :meth:`EpisodeLog.read_episode`.
@@ -174,6 +236,7 @@ class ReplayBuffer:
         t_len = int(np.asarray(episode["reward"]).shape[0])
         if t_len == 0:
             return
+        self._end_stream()
         rows = {}
         if self._state is not None:
             rows["state"] = _chain(obs[keys.STATE], nxt[keys.STATE], "state", check=True)
@@ -202,6 +265,8 @@ class ReplayBuffer:
         self._n_trans += keep
         self._evict()
         self._open_row = None  # a logged episode is closed
+        if self.mc_gamma is not None:
+            self._close_stream(self._n_trans - keep, self._n_trans - 1)
 
     def resized(self, capacity: int, obs_capacity: int | None = None) -> ReplayBuffer:
         """A new buffer of ``capacity`` transitions holding this one's, oldest first.
@@ -246,6 +311,8 @@ class ReplayBuffer:
         if self._open_row is not None:
             i = int(np.searchsorted(rows, self._open_row))
             out._open_row = i if i < len(rows) and rows[i] == self._open_row else None
+        if self.mc_gamma is not None:
+            out.track_returns(self.mc_gamma)
         return out
 
     def with_features(self, features: FrameFeatures) -> ReplayBuffer:
@@ -272,6 +339,8 @@ class ReplayBuffer:
                 enc._cams[c][s:e] = enc._encode(c, out._cams[c][s:e])
         enc._n_rows, enc._n_trans, enc._first = out._n_rows, out._n_trans, out._first
         enc._open_row = out._open_row
+        if self.mc_gamma is not None:
+            enc.track_returns(self.mc_gamma)
         return enc
 
     def _write_row(self, obs: Mapping[str, Any]) -> int:
@@ -325,6 +394,7 @@ class ReplayBuffer:
         self._terminated[ts] = float(bool(terminated))
         self._intervened[ts] = bool(intervened)
         self._obs_id[ts], self._next_id[ts] = o, nx
+        self._mc[ts], self._mc_len[ts] = np.nan, 0
         self._n_trans += 1
         self._evict()
 
@@ -338,9 +408,12 @@ class ReplayBuffer:
 
     # -- sampling ----------------------------------------------------------------------------
 
-    def empty_arrays(self, batch_size: int, discount: bool = False) -> dict[str, Any]:
+    def empty_arrays(
+        self, batch_size: int, discount: bool = False, returns: bool = False
+    ) -> dict[str, Any]:
         """Uninitialised numpy batch fields for ``batch_size`` transitions (see
-        :meth:`sample_into`); with ``discount`` also the n-step ``discount`` field."""
+        :meth:`sample_into`); with ``discount`` also the n-step ``discount`` field, with
+        ``returns`` the Monte-Carlo ``mc_return`` (see :meth:`track_returns`)."""
 
         def obs() -> dict[str, Any]:
             out: dict[str, Any] = {}
@@ -363,6 +436,8 @@ class ReplayBuffer:
         }
         if discount:
             out["discount"] = np.empty(batch_size, np.float32)
+        if returns:
+            out["mc_return"] = np.empty(batch_size, np.float32)
         return out
 
     def sample_into(
@@ -386,7 +461,9 @@ class ReplayBuffer:
         transition's obs is not this one's next_obs (a new episode, or the gap between two
         interventions in the demo buffer); a time-limit truncation whose reset observation
         equals the last one exactly would be read as one stream. ``reward_offset`` is added to
-        every step's reward (before the sum).
+        every step's reward (before the sum). With an ``out["mc_return"]`` field each row also
+        gets its Monte-Carlo return-to-go (the buffer must :meth:`track_returns`), the offset
+        added to each of the steps it sums; NaN where the stream is still open.
         """
         if len(self) == 0:
             raise ValueError("cannot sample from an empty ReplayBuffer")
@@ -413,6 +490,17 @@ class ReplayBuffer:
                 np.take(b, slots, axis=0, out=out[key][self._cam_key][c][sl])
         np.take(self._action, ts, axis=0, out=out["action"][sl])
         np.take(self._intervened, ts, out=out["intervened"][sl])
+        if "mc_return" in out:
+            out["mc_return"][sl] = self._mc_returns(ts, reward_offset)
+
+    def _mc_returns(self, ts: np.ndarray, offset: float) -> np.ndarray:
+        if self.mc_gamma is None:
+            raise ValueError("mc_return needs ReplayBuffer.track_returns(gamma) first")
+        mc = self._mc[ts].astype(np.float64)
+        if offset != 0.0:
+            g, n = self.mc_gamma, self._mc_len[ts]
+            mc += offset * (n if g == 1.0 else (1.0 - g**n) / (1.0 - g))
+        return mc
 
     def _extend(
         self,
@@ -492,4 +580,7 @@ def to_batch(arrays: Mapping[str, Any], device: torch.device) -> Batch:
         intervened=torch.from_numpy(arrays["intervened"]).to(device),
         is_demo=torch.from_numpy(arrays["is_demo"]).to(device),
         discount=torch.from_numpy(arrays["discount"]).to(device) if "discount" in arrays else None,
+        mc_return=(
+            torch.from_numpy(arrays["mc_return"]).to(device) if "mc_return" in arrays else None
+        ),
     )

@@ -28,6 +28,8 @@ class Mixer:
         n_step: Rewards summed per row (1: one-step transitions, no ``discount`` field).
         gamma: Discount of the n-step sum (used only with ``n_step`` > 1).
         reward_offset: Added to every step's reward.
+        returns: Batches carry each row's Monte-Carlo return-to-go (``mc_return``; both buffers
+            :meth:`~robot_rl.replay.ReplayBuffer.track_returns` with ``gamma``), for Cal-QL.
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class Mixer:
         n_step: int = 1,
         gamma: float = 0.99,
         reward_offset: float = 0.0,
+        returns: bool = False,
     ) -> None:
         if not 0.0 <= demo_fraction <= 1.0:
             raise ValueError(f"demo_fraction must be in [0, 1], got {demo_fraction}")
@@ -61,6 +64,11 @@ class Mixer:
                 f"{online.feature_keys or 'frames'}: both must store the same (see ReplayBuffer)"
             )
         self.online, self.demo, self.demo_fraction = online, demo, float(demo_fraction)
+        self.returns = bool(returns)
+        if self.returns:
+            for buf in (online, demo):
+                if buf is not None and buf.mc_gamma != self.gamma:
+                    buf.track_returns(self.gamma)
 
     def __len__(self) -> int:
         return len(self.online) + (len(self.demo) if self.demo is not None else 0)
@@ -83,7 +91,9 @@ class Mixer:
         if len(self) == 0:
             raise ValueError("cannot sample: the online and demo buffers are both empty")
         n_demo = self.num_demo(batch_size)
-        arrays = self.online.empty_arrays(batch_size, discount=self.n_step > 1)
+        arrays = self.online.empty_arrays(
+            batch_size, discount=self.n_step > 1, returns=self.returns
+        )
         how = {"n_step": self.n_step, "gamma": self.gamma, "reward_offset": self.reward_offset}
         if n_demo:
             self.demo.sample_into(arrays, 0, n_demo, generator, **how)
