@@ -1,10 +1,12 @@
-"""What every command shares: one JSON line on stdout, the exit code 2 for bad input."""
+"""What every command shares: the headless OpenGL choice, one JSON line on stdout, the exit
+code 2 for bad input."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import MutableMapping
 
 
 def emit_json(obj: dict) -> None:
@@ -37,3 +39,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
         UnfinishedEpisodeError,
         CheckpointError,
     )
+
+
+def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Choose MuJoCo's OpenGL backend before MuJoCo is imported.
+
+    Keeps an explicit ``MUJOCO_GL``; otherwise on Linux without ``DISPLAY`` /
+    ``WAYLAND_DISPLAY`` sets ``osmesa``. Returns the value in force (None: MuJoCo's default).
+    """
+    env = os.environ if environ is None else environ
+    if "MUJOCO_GL" not in env and sys.platform.startswith("linux"):
+        if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+            env["MUJOCO_GL"] = "osmesa"
+    return env.get("MUJOCO_GL")

@@ -1,53 +1,13 @@
-"""``robot-rl``: the one command line of robot_rl (tyro subcommands).
-
-Subcommands:
-    rollout  run episodes in the MuJoCo twin with a scripted / random / zero policy.
-    envs     list tasks with their observation and action specs.
-    collect  record demonstrations (zarr) for training.
-    train    train SAC with demo mixing (embedded: one process); checkpoints, resume, plot.
-    learner  the distributed learner: serves actors over gRPC, learns, publishes weights.
-    actor    a distributed actor: acts, logs, streams to a learner, loads its weights.
-    eval     evaluate a run's latest checkpoint (deterministic policy), optional video.
-    up       start and supervise the ROS 2 nodes of a setup (launch/*.yaml).
-    record   teleoperate over ROS 2 and record demonstrations (zarr).
-    label    teleoperate over ROS 2 and label frames success / not (zarr) for reward models.
-    dataset  summarise a dataset (info), export it to the LeRobot format (export), or copy the
-             good episodes of a damaged one (salvage).
-    reward   success classifiers: twin frames (frames), train, eval, serve (gRPC).
-
-Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
-variable is already set, :func:`main` sets it to ``osmesa`` (software rendering, needs only
-``libosmesa6``; 1-3 ms per 128x128 frame on 2 CPU cores) when no display is present, before
-anything imports MuJoCo. EGL is faster on a GPU machine: export ``MUJOCO_GL=egl`` to use it.
-
-Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
-corrupt dataset or checkpoint; the message says what to change), 3 a required node of the setup
-died (``up``, and commands that started it with ``--launch``: the message names the node, its
-exit status and log, see :mod:`robot_rl.app.supervision`), 1 anything else (a traceback).
-``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
-"""
+"""``robot-rl``: the entry point (:func:`main`) and the parser (:func:`parse`) over the
+subcommands, their exit codes and the OpenGL choice described in :mod:`robot_rl.cli`."""
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from robot_rl.cli.common import emit_json, error, user_errors
-
-
-def configure_headless_gl(environ: MutableMapping[str, str] | None = None) -> str | None:
-    """Choose MuJoCo's OpenGL backend before MuJoCo is imported.
-
-    Keeps an explicit ``MUJOCO_GL``; otherwise on Linux without ``DISPLAY`` /
-    ``WAYLAND_DISPLAY`` sets ``osmesa``. Returns the value in force (None: MuJoCo's default).
-    """
-    env = os.environ if environ is None else environ
-    if "MUJOCO_GL" not in env and sys.platform.startswith("linux"):
-        if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
-            env["MUJOCO_GL"] = "osmesa"
-    return env.get("MUJOCO_GL")
+from robot_rl.cli.common import configure_headless_gl, emit_json, error, user_errors
 
 
 def parse(argv: Sequence[str] | None = None) -> Any:
