@@ -143,7 +143,7 @@ class ReplayBuffer:
 
     def track_returns(self, gamma: float) -> None:
         """Keep each transition's Monte-Carlo return-to-go with discount ``gamma`` (sampled as
-        ``mc_return`` / ``mc_steps`` with ``sample_into(..., returns=True)``): computed now for
+        ``mc_return`` into arrays from ``empty_arrays(..., returns=True)``): computed now for
         every held transition, then whenever a stream of steps ends (a termination, or an
         ``add`` that does not continue the last transition's next_obs; a logged episode at
         once). A stream still open has none (NaN). A stream cut by a time limit sums only the
