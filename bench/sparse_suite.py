@@ -122,6 +122,9 @@ CONFIGS: dict[str, dict] = {
     # returns-to-go (configs named default_* override robot-rl train's agent)
     "default_calql1": {"cql_weight": 1.0, "calql": True},
     "default_calql01": {"cql_weight": 0.1, "calql": True},
+    # the default with a third of the actor's learning rate, against the policy oscillating
+    # between evaluations (push: 0.9 -> 0.2 -> 0.9 within 6k updates)
+    "default_alr1e4": {"actor_lr": 1e-4},
 }
 
 
