@@ -125,6 +125,8 @@ CONFIGS: dict[str, dict] = {
     # the default with a third of the actor's learning rate, against the policy oscillating
     # between evaluations (push: 0.9 -> 0.2 -> 0.9 within 6k updates)
     "default_alr1e4": {"actor_lr": 1e-4},
+    # the default acting with a running average of the actor's weights (~1000 updates)
+    "default_avg1e3": {"policy_average": 1e-3},
 }
 
 

@@ -80,6 +80,9 @@ class SACAgent:
                 else None
             )
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_average = (
+            copy.deepcopy(self.actor).requires_grad_(False) if cfg.policy_average > 0 else None
+        )
         self.gripper_target = (
             copy.deepcopy(self.gripper_critic).requires_grad_(False)
             if self.gripper_critic is not None
@@ -133,10 +136,11 @@ class SACAgent:
         """
         z = self.encoder(obs_to_torch(obs, self.device, self.layout))  # (1, E)
         gen = generator if generator is not None else self.gen
+        actor = self.policy_actor
         if deterministic:
-            a = self.actor.mode(z)
+            a = actor.mode(z)
         else:
-            a, _ = self.actor.sample(z, gen)
+            a, _ = actor.sample(z, gen)
         if self.gripper_critic is not None:
             g = self.gripper_critic(z).mean(0).argmax(-1)  # (1,) in {0, 1, 2}
             if not deterministic and self.cfg.gripper_epsilon > 0:
@@ -145,6 +149,12 @@ class SACAgent:
                     g = (u[1:] * 3).long().clamp(max=2).to(self.device)
             a = torch.cat([a, torch.tensor(GRIPPER_VALUES, device=self.device)[g, None]], -1)
         return a[0].clamp(-1.0, 1.0).cpu().numpy().astype(np.float32)
+
+    @property
+    def policy_actor(self) -> nn.Module:
+        """The actor :meth:`act` reads: the weight average with ``policy_average``, else the
+        live actor."""
+        return self.actor_average if self.actor_average is not None else self.actor
 
     # ---------------------------------------------------------------- learning
     @property
@@ -323,6 +333,13 @@ class SACAgent:
             self.num_critic_updates += 1
         a_loss, logp = self.actor_loss(z, batch)
         self._step(self.actor_opt, a_loss)
+        if self.actor_average is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(
+                    list(self.actor_average.parameters()),
+                    list(self.actor.parameters()),
+                    self.cfg.policy_average,
+                )
         self._step(self.alpha_opt, self.temperature_loss(logp))
         if self.cfg.min_temperature > 0:
             with torch.no_grad():
@@ -341,19 +358,22 @@ class SACAgent:
         """Named networks (for device moves and saving)."""
         mods = {"encoder": self.encoder, "actor": self.actor, "critic": self.critic}
         mods["critic_target"] = self.critic_target
+        if self.actor_average is not None:
+            mods["actor_average"] = self.actor_average
         if self.gripper_critic is not None:
             mods["gripper_critic"] = self.gripper_critic
             mods["gripper_target"] = self.gripper_target
         return mods
 
     def acting_modules(self) -> nn.ModuleDict:
-        """The networks :meth:`act` reads (encoder, actor, gripper critic if any), by name.
+        """The networks :meth:`act` reads (encoder, actor, gripper critic if any), by name; the
+        actor is the weight average with ``policy_average``.
 
         A distributed learner publishes their trainable state
         (``robot_rl.transport.weights.trainable_state``) and an actor loads it into its own copy;
         critics, targets and optimisers never leave the learner.
         """
-        mods = {"encoder": self.encoder, "actor": self.actor}
+        mods = {"encoder": self.encoder, "actor": self.policy_actor}
         if self.gripper_critic is not None:
             mods["gripper_critic"] = self.gripper_critic
         return nn.ModuleDict(mods)
