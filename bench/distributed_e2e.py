@@ -109,7 +109,9 @@ def actor_cmd(
 ) -> list[str]:
     return ["actor", "--run", str(run), "--learner", addr, "--actor-id", actor_id, "--seed",
             str(seed), "--random-steps", str(cfg.random_steps), "--tick-budget-s",
-            str(cfg.tick_budget_s), *env, "--no-progress", "--json"]  # fmt: skip
+            str(cfg.tick_budget_s), *env, "--no-progress", "--json",
+            # what is measured is the actor at full pace: it must not hold for a learner behind
+            "--max-learner-backlog", "None"]  # fmt: skip
 
 
 def pixel_capacity(cfg: DistributedBenchConfig, obs: str) -> tuple[list[str], dict]:

@@ -39,6 +39,11 @@ class LearnerConnection(Protocol):
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None: ...
 
+    @property
+    def connected(self) -> bool: ...
+
+    def learner_stats(self) -> Any: ...
+
     def wait_acked(self, seq: int, timeout_s: float | None = None) -> bool: ...
 
 
@@ -81,6 +86,15 @@ class RemoteLink:
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         return self.client.latest_weights()
+
+    @property
+    def learner_backlog(self) -> int:
+        """Updates the learner owes to the data it received, per its last stats (0 while the
+        learner is away: the actor then acts on with its last weights)."""
+        stats = self.client.learner_stats()
+        if stats is None or not self.client.connected:
+            return 0
+        return int(stats.update_backlog)
 
     def after_step(self, done: bool) -> None:
         self._pump()

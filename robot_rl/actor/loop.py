@@ -25,6 +25,11 @@ acknowledges it, so an actor or a learner crash loses nothing the learner acknow
 learner drops what it already holds. While the learner is away the actor keeps acting with its
 last weights.
 
+Staleness bound: before each episode the actor holds (the robot still) while the learner owes
+more than ``max_learner_backlog`` updates to the data it received (its periodic stats say how
+many), so that a learner starved of CPU does not leave its actors collecting with ever staler
+weights (``backlog_holds``, ``backlog_held_s``).
+
 Run control from the learner: ``PAUSE`` ends the current episode at once (the robot holds
 still between episodes) and waits; ``RESUME`` goes on; ``STOP`` ends the episode and the run.
 An episode cut this way (or by ``total_env_steps``, or a signal) keeps its last row as written
@@ -119,6 +124,11 @@ class ActorLink(Protocol):
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None: ...
 
+    @property
+    def learner_backlog(self) -> int:
+        """Updates the learner owes to the data it received (embedded: always 0)."""
+        ...
+
     def finish(self, ok: bool) -> None: ...
 
 
@@ -142,8 +152,15 @@ class ActorConfig:
     """Pace the loop at this rate on the wall clock (an unpaced twin acting like a robot at its
     control rate; ticks that start late are counted as ``late_ticks``). None: as fast as the env
     steps (a real robot, or a realtime twin, paces itself)."""
+    max_learner_backlog: int | None = 1000
+    """Before each episode, hold (the robot still, as between episodes) while the learner owes
+    more than this many updates to the data it received, so that a learner starved of CPU
+    (or slower than its actors) does not leave them collecting with ever staler weights; the
+    episodes then come from a policy at most this many updates (plus one episode) behind the
+    data. Read from the learner's periodic stats; never while the learner is away. None: never
+    hold (the learner pays what it owes at the end)."""
     pause_poll_s: float = 0.05
-    """While paused, check the run state this often, seconds."""
+    """While paused (or held for the learner), check the run state this often, seconds."""
     late_reward_drain_s: float = 30.0
     """At the end, wait this long for learned rewards still due, seconds."""
     sensor_fault_timeout_s: float = 30.0
@@ -166,6 +183,10 @@ class ActorConfig:
             raise ValueError("pause_poll_s must be > 0, late_reward_drain_s >= 0")
         if self.sensor_fault_timeout_s < 0 or self.sensor_retry_s < 0:
             raise ValueError("sensor_fault_timeout_s and sensor_retry_s must be >= 0")
+        if self.max_learner_backlog is not None and self.max_learner_backlog < 0:
+            raise ValueError(
+                f"max_learner_backlog must be >= 0 or None, got {self.max_learner_backlog}"
+            )
 
 
 @dataclass
@@ -186,6 +207,8 @@ class ActorStats:
     pushed_batches: int = 0
     push_refused: int = 0
     paused_s: float = 0.0
+    backlog_holds: int = 0
+    backlog_held_s: float = 0.0
     acked_through: int = -1
     logged_transitions: int = 0
     dropped_steps: int = 0
@@ -264,6 +287,7 @@ class Actor:
         self.writer.log = self.log
         self.held = HeldSteps(self.writer.write, on_drop=self.writer.drop)
         self._stop_request = ""
+        self._held_for_backlog = False  # holding before an episode for the learner to catch up
         self._ep_len, self._ep_seed, self._ep_success = 0, 0, False
         self._fault_since: float | None = None  # first stale sensor since the last good step
         self.pace = RateClock(cfg.control_hz) if cfg.control_hz is not None else None
@@ -305,6 +329,13 @@ class Actor:
                     time.sleep(cfg.pause_poll_s)
                     st.paused_s += time.monotonic() - t0
                     continue
+                if obs is None and self._learner_behind():
+                    t0 = time.monotonic()
+                    self.link.idle()  # keep pushing: the learner is waiting for nothing else
+                    time.sleep(cfg.pause_poll_s)
+                    st.backlog_held_s += time.monotonic() - t0
+                    continue
+                self._held_for_backlog = False
                 try:
                     if obs is None:
                         self._maybe_load_weights()
@@ -337,6 +368,22 @@ class Actor:
                 self.log.close()
                 self._write_stats()
         return st
+
+    def _learner_behind(self) -> bool:
+        """Whether to hold before the next episode: the learner owes more updates than
+        ``max_learner_backlog`` (one count and one log line per hold)."""
+        bound = self.cfg.max_learner_backlog
+        if bound is None:
+            return False
+        owed = self.link.learner_backlog
+        if owed <= bound:
+            return False
+        if not self._held_for_backlog:
+            self._held_for_backlog = True
+            self.stats.backlog_holds += 1
+            log.info("holding before the next episode: the learner owes %d updates (> %d)",
+                     owed, bound)  # fmt: skip
+        return True
 
     def _stop_reason(self) -> str:
         """Why the run ends now ("" to go on)."""

@@ -220,6 +220,9 @@ class ActorCmdConfig(RewardFlags):
     """Uniform random actions for this actor's first steps (e.g. without demos)."""
     weights_every_steps: int = 0
     """Also load new weights mid-episode every this many steps (0: between episodes only)."""
+    max_learner_backlog: int | None = 1000
+    """Hold before each episode while the learner owes more than this many updates to the data
+    it received (a learner short of CPU; --max-learner-backlog None: never hold)."""
     tick_budget_s: float = 0.1
     """Actor work per step above this is logged as a tick overrun, seconds."""
     control_hz: float | None = None
@@ -290,6 +293,7 @@ class ActorCmdConfig(RewardFlags):
             seed=self.seed,
             random_steps=self.random_steps,
             weights_every_steps=self.weights_every_steps,
+            max_learner_backlog=self.max_learner_backlog,
             tick_budget_s=self.tick_budget_s,
             control_hz=self.control_hz,
             late_reward_drain_s=self.drain_timeout_s,

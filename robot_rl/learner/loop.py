@@ -446,5 +446,7 @@ class _InProcessLink:
     def latest_weights(self) -> None:
         return None
 
+    learner_backlog = 0  # the learner updates after every env step, in this process
+
     def finish(self, ok: bool) -> None:
         self.trainer._finish(ok)

@@ -385,7 +385,7 @@ class RemoteLearner:
     def _stats(self, tb: Any) -> None:
         if self.server is None:
             return
-        stats = self.server.publish_stats(self.state.updates, len(self.core.online))
+        stats = self.server.publish_stats(self.state.updates, len(self.core.online), self.budget)
         actors = {}
         for a in stats.actors:
             row = {

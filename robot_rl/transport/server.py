@@ -558,10 +558,13 @@ class LearnerServer:
         s = self._servicer
         return {"push": s.push_slots.active, "subscribe": s.subscribe_slots.active}
 
-    def publish_stats(self, updates: int, replay_size: int) -> pb.Stats:
+    def publish_stats(self, updates: int, replay_size: int, update_backlog: int = 0) -> pb.Stats:
         """Send a stats snapshot (with :meth:`actor_stats`) to every subscriber; returns it."""
         stats = pb.Stats(
-            updates=updates, replay_size=replay_size, actors=list(self.actor_stats().values())
+            updates=updates,
+            replay_size=replay_size,
+            actors=list(self.actor_stats().values()),
+            update_backlog=max(0, int(update_backlog)),
         )
         with self._servicer.cond:
             self._servicer.stats_event = pb.LearnerEvent(stats=stats)

@@ -112,14 +112,16 @@ class RunControl(_message.Message):
     def __init__(self, command: _Optional[_Union[RunControl.Command, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("updates", "replay_size", "actors")
+    __slots__ = ("updates", "replay_size", "actors", "update_backlog")
     UPDATES_FIELD_NUMBER: _ClassVar[int]
     REPLAY_SIZE_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     updates: int
     replay_size: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
-    def __init__(self, updates: _Optional[int] = ..., replay_size: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ...) -> None: ...
+    update_backlog: int
+    def __init__(self, updates: _Optional[int] = ..., replay_size: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., update_backlog: _Optional[int] = ...) -> None: ...
 
 class ActorStats(_message.Message):
     __slots__ = ("actor_id", "transitions", "duplicates_dropped", "batches_rejected", "episodes", "last_episode_return", "acked_through_seq")

@@ -139,6 +139,83 @@ def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tm
     assert all(e.extra.get("ended_by") != "pause" or e.length > 0 for e in elog.episodes)
 
 
+def test_actor_holds_between_episodes_while_the_learner_owes_too_many_updates(tmp_path):
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
+    layout = ObsAdapter(env.observation_space).layout
+    adim = ActionMap(env.action_space).dim
+    sink = LogSink(tmp_path / "learner", layout, adim)
+    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id="arm"),
+        layout_fingerprint(layout, adim),
+    )
+    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
+    cfg = ActorConfig(control_hz=200.0, max_learner_backlog=100)
+    actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg)
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(stats=actor.run()), daemon=True)
+    try:
+        assert client.wait_connected(30)
+        server.publish_stats(updates=0, replay_size=0, update_backlog=101)
+        assert poll_until(lambda: client.learner_stats() is not None, 30)
+        thread.start()
+        # the learner is behind before the first episode: nothing is acted
+        assert poll_until(lambda: actor.stats.backlog_held_s > 0.5, 30)
+        assert actor.stats.env_steps == 0 and actor.stats.backlog_holds == 1
+        server.publish_stats(updates=101, replay_size=0, update_backlog=100)  # at the bound: go
+        assert poll_until(lambda: actor.stats.env_steps >= 10, 60)
+        # behind again mid-episode: the episode runs to its end, then the actor holds
+        server.publish_stats(updates=101, replay_size=0, update_backlog=5000)
+        assert poll_until(lambda: actor.stats.backlog_holds == 2, 120)
+        held_at = actor.stats.env_steps
+        held_s = actor.stats.backlog_held_s
+        assert poll_until(lambda: actor.stats.backlog_held_s > held_s + 0.5, 30)
+        assert actor.stats.env_steps == held_at  # held still
+        server.publish_stats(updates=6000, replay_size=0, update_backlog=0)
+        assert poll_until(lambda: actor.stats.env_steps > held_at, 60)
+        server.control("STOP", "test over")
+        thread.join(60)
+        assert not thread.is_alive()
+        assert out["stats"].stopped_by == "learner"
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+        env.close()
+        backend.close()
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
+        ended = [e.extra.get("ended_by") for e in elog.episodes]
+    # every episode ran to the env's end but the one the STOP cut: the holds cut none
+    assert set(ended[:-1]) <= {None} and ended[-1] in (None, "learner"), ended
+
+
+def test_an_actor_without_a_bound_never_holds(tmp_path):
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
+    layout = ObsAdapter(env.observation_space).layout
+    adim = ActionMap(env.action_space).dim
+    sink = LogSink(tmp_path / "learner", layout, adim)
+    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id="arm"),
+        layout_fingerprint(layout, adim),
+    )
+    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
+    cfg = ActorConfig(control_hz=200.0, max_learner_backlog=None, total_env_steps=30)
+    actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg)
+    try:
+        assert client.wait_connected(30)
+        server.publish_stats(updates=0, replay_size=0, update_backlog=10**6)
+        assert poll_until(lambda: client.learner_stats() is not None, 30)
+        st = actor.run()
+        assert st.env_steps == 30 and st.backlog_holds == 0 and st.stopped_by == "steps"
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+        env.close()
+        backend.close()
+
+
 class _StallingSensors(gym.Wrapper):
     """Raises what RobotEnv raises when a sensor is stale (a real stall is in
     tests/drivers/test_soak.py: the twin node stopped) on the steps in ``stale`` (env step

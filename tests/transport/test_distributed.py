@@ -72,7 +72,8 @@ def test_two_actors_feed_one_learner_and_it_learns(tmp_path, procs):
     for i in (1, 2):
         actors[i] = start(
             tmp_path, f"a{i}", "actor", "--run", str(tmp_path / f"a{i}"), "--learner", address,
-            *REACH, "--seed", str(i), "--control-hz", "25", "--no-progress", "--json",
+            *REACH, "--seed", str(i), "--control-hz", "25", "--max-learner-backlog", "100",
+            "--no-progress", "--json",
         )  # fmt: skip
         procs.append(actors[i])
     for i, p in actors.items():
