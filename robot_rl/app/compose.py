@@ -131,12 +131,11 @@ def build_reward(cmd: TrainCmdConfig, features: Any = None) -> RewardParts:
         reward_hook,
     )
 
-    size = None
-    if not is_sim_truth(settings):
-        size = tuple(read_reward_card(settings).image_size)
+    card = None if is_sim_truth(settings) else read_reward_card(settings)  # read once
+    size = None if card is None else tuple(card.image_size)
     verdicts = TeleopVerdicts() if cmd.setup is not None and cmd.human == "teleop" else None
-    hook = reward_hook(settings, cmd.run, verdicts, features=features)
-    return RewardParts(settings, reward_cameras(settings), size, hook, verdicts)
+    hook = reward_hook(settings, cmd.run, verdicts, features=features, card=card)
+    return RewardParts(settings, reward_cameras(settings, card), size, hook, verdicts)
 
 
 def twin_setup(cmd: TrainCmdConfig, reward: RewardParts) -> Any:

@@ -71,9 +71,12 @@ def is_sim_truth(settings: LearnedRewardSettings) -> bool:
     return str(settings.model) == SIM_TRUTH
 
 
-def reward_cameras(settings: LearnedRewardSettings) -> tuple[str, ...]:
-    """Cameras the reward reads (none for the twin's truth)."""
-    return () if is_sim_truth(settings) else tuple(read_reward_card(settings).cameras)
+def reward_cameras(settings: LearnedRewardSettings, card: Any = None) -> tuple[str, ...]:
+    """Cameras the reward reads (none for the twin's truth); ``card``: the classifier's card if
+    already read (else it is read here)."""
+    if is_sim_truth(settings):
+        return ()
+    return tuple((card if card is not None else read_reward_card(settings)).cameras)
 
 
 def read_reward_card(settings: LearnedRewardSettings) -> Any:
@@ -91,10 +94,15 @@ def read_reward_card(settings: LearnedRewardSettings) -> Any:
 
 
 def make_rewarder(
-    settings: LearnedRewardSettings, run_dir: Path, task: Task, features: Any = None
+    settings: LearnedRewardSettings,
+    run_dir: Path,
+    task: Task,
+    features: Any = None,
+    card: Any = None,
 ) -> Any:
     """The OnlineRewarder for ``settings`` (in process, or a client of the reward server);
-    ``features``: a frozen backbone an in-process classifier may share (see reward_hook)."""
+    ``features``: a frozen backbone an in-process classifier may share (see reward_hook);
+    ``card``: the classifier's card if already read."""
     from rewards.classifier import classifier_model_id, load_classifier
     from rewards.detector import DetectorConfig
     from rewards.online import OnlineRewarder
@@ -107,7 +115,7 @@ def make_rewarder(
 
         detector = DetectorConfig(threshold=settings.threshold or 0.5, k=settings.k, n=settings.n)
         return OnlineRewarder(SimReward(task), detector, (), trigger_log=log)
-    card = read_reward_card(settings)
+    card = card if card is not None else read_reward_card(settings)
     detector = DetectorConfig(
         threshold=settings.threshold or card.threshold, k=settings.k, n=settings.n
     )
@@ -173,18 +181,22 @@ def reward_hook(
     run_dir: Path,
     human: TeleopVerdicts | None = None,
     features: Any = None,
+    card: Any = None,
 ):
     """``(env, out-of-band cameras, task) -> LearnedReward(env)`` for
     :func:`robot_rl.app.build.make_env`;
     ``human``: the teleop's success / failure buttons end episodes (``--human teleop``);
     ``features``: the policy's frozen backbone, shared by an in-process EfficientNet-Lite0
-    classifier (one backbone pass per frame for both)."""
+    classifier (one backbone pass per frame for both); ``card``: the classifier's card if
+    already read (else it is read here, once)."""
     from robot_rl.wrappers import LearnedReward
 
-    size = None if is_sim_truth(settings) else tuple(read_reward_card(settings).image_size)
+    if not is_sim_truth(settings) and card is None:
+        card = read_reward_card(settings)
+    size = None if card is None else tuple(card.image_size)
 
     def wrap(env: gym.Env, cameras: Mapping[str, Camera], task: Task) -> gym.Env:
-        rewarder = make_rewarder(settings, run_dir, task, features)
+        rewarder = make_rewarder(settings, run_dir, task, features, card)
         deadline = settings.deadline_s if settings.server is not None else 0.0
         try:
             return LearnedReward(

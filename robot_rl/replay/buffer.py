@@ -282,6 +282,13 @@ class ReplayBuffer:
         Raises:
             ValueError: The new buffer cannot hold every transition (or its rows).
         """
+        out = self._compacted(capacity, obs_capacity)
+        if self.mc_gamma is not None:
+            out.track_returns(self.mc_gamma)
+        return out
+
+    def _compacted(self, capacity: int, obs_capacity: int | None) -> ReplayBuffer:
+        """:meth:`resized` without the returns-to-go (the caller computes them once)."""
         out = ReplayBuffer(
             capacity, self.layout, self.action_dim, self.device, obs_capacity, self.features
         )
@@ -311,8 +318,6 @@ class ReplayBuffer:
         if self._open_row is not None:
             i = int(np.searchsorted(rows, self._open_row))
             out._open_row = i if i < len(rows) and rows[i] == self._open_row else None
-        if self.mc_gamma is not None:
-            out.track_returns(self.mc_gamma)
         return out
 
     def with_features(self, features: FrameFeatures) -> ReplayBuffer:
@@ -324,7 +329,7 @@ class ReplayBuffer:
         """
         if self.features is not None:
             raise ValueError("this buffer already holds features")
-        out = self.resized(self.capacity, self.obs_capacity)  # rows compacted, oldest first
+        out = self._compacted(self.capacity, self.obs_capacity)  # rows compacted, oldest first
         enc = ReplayBuffer(
             out.capacity, self.layout, self.action_dim, self.device, out.obs_capacity, features
         )
