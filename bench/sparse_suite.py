@@ -131,6 +131,8 @@ CONFIGS: dict[str, dict] = {
     # quaternion barely moves in the demos the normaliser is fitted on, and online it sits
     # 10-300 fitted stds away (clipped at 10) in 17% of states
     "default_nonorm": {"normalize_state": False},
+    # the default refitting the normaliser whenever the data has doubled since the last fit
+    "default_refit": {"normalize_refit": True},
 }
 
 
@@ -183,7 +185,7 @@ def _task_reward(task: str) -> str:
     return variant or "sparse"
 
 
-LOOP_KEYS = ("reward_offset", "normalize_state")
+LOOP_KEYS = ("reward_offset", "normalize_state", "normalize_refit")
 """Config keys that set the training loop (TrainConfig), not the agent."""
 
 

@@ -159,6 +159,12 @@ class TrainCmdConfig(RewardFlags):
     reward_offset: float = 0.0
     """Added to sampled rewards at update time (-1: dense [0, 1] reward -> cost; see
     TrainConfig.reward_offset)."""
+    normalize_state: bool = True
+    """Normalise the state vector (statistics fitted when learning starts; see
+    TrainConfig.normalize_state)."""
+    normalize_refit: bool = False
+    """Refit the state normaliser whenever the data has doubled since the last fit (see
+    TrainConfig.normalize_refit)."""
     num_threads: int = 1
     """torch threads."""
     device: str = "cpu"
@@ -255,6 +261,8 @@ class TrainCmdConfig(RewardFlags):
             eval_episodes=self.eval_episodes,
             num_threads=self.num_threads,
             reward_offset=self.reward_offset,
+            normalize_state=self.normalize_state,
+            normalize_refit=self.normalize_refit,
             progress=self.progress,
             intervention_mode=self.intervention_mode,
             rlif_penalty=self.rlif_penalty,

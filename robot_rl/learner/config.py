@@ -48,6 +48,11 @@ class TrainConfig:
     normalize_state: bool = True
     """Normalise the state vector with fixed statistics fitted when learning starts (demos +
     online data so far); see :mod:`robot_rl.run.normalize`."""
+    normalize_refit: bool = False
+    """Refit the state normaliser each time the data it was last fitted on has doubled (demos +
+    online transitions), so that states the policy reaches later than the demos (a pushed
+    puck's rotation, still in the demos) are not held at the clip, tens of fitted stds away.
+    The agent's inputs shift at each refit (a few times per run: log2 of the data's growth)."""
     reward_offset: float = 0.0
     """Added to every sampled reward at update time (logs keep raw rewards). -1 turns a dense
     reward in [0, 1] with termination on success into a cost, so that succeeding (ending the

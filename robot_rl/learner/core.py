@@ -151,12 +151,18 @@ class LearnerCore:
         return self.norm.batch(b) if self.norm is not None else b
 
     def fit_normalizer(self) -> bool:
-        """Fit the state normaliser once (no-op if fitted, disabled or there is no state)."""
-        if self.norm is None and self.cfg.normalize_state and self.layout.state_dim > 0:
-            self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
-            self.state.state_norm = self.norm.to_json()
-            return True
-        return False
+        """Fit the state normaliser once, and with ``normalize_refit`` again whenever the data
+        has doubled since (no-op if disabled or there is no state); True if (re)fitted now."""
+        if not self.cfg.normalize_state or self.layout.state_dim == 0:
+            return False
+        n = len(self.online) + (0 if self.demo_buffer is None else len(self.demo_buffer))
+        if self.norm is not None:
+            fitted_on = int((self.state.state_norm or {}).get("fitted_on", 0))
+            if not (self.cfg.normalize_refit and fitted_on > 0 and n >= 2 * fitted_on):
+                return False
+        self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
+        self.state.state_norm = {**self.norm.to_json(), "fitted_on": n}
+        return True
 
     def norm_obs(self, o: Mapping) -> Mapping:
         """A learner-layout observation as the agent reads it (state normalised once fitted)."""

@@ -120,3 +120,22 @@ def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     assert max(e["success_rate"] for e in evals) >= 0.6, evals
     assert res["best_eval"]["success_rate"] == max(e["success_rate"] for e in evals)
     assert res["reward_warnings"] == []
+
+
+@pytest.mark.parametrize("refit", [False, True], ids=["fit-once", "refit"])
+def test_the_state_normaliser_is_refit_as_the_data_doubles_only_when_asked(tmp_path, refit):
+    env = LearnerEnvConfig(task="reach", obs="state")
+    res, _ = _learn(
+        tmp_path, env, demos=2, steps=600, eval_every=600, eval_episodes=1,
+        learning_starts=64, normalize_refit=refit,
+    )  # fmt: skip
+    latest = json.loads((tmp_path / "run" / "checkpoints" / "latest.json").read_text())["dir"]
+    state = json.loads(
+        (tmp_path / "run" / "checkpoints" / latest / "trainer_state.json").read_text()
+    )
+    fitted_on = state["state_norm"]["fitted_on"]
+    demo_steps = res["demo_transitions"]
+    if refit:  # fitted at the start, then each time demos + online doubled: on >= 2x the first
+        assert 2 * demo_steps <= fitted_on <= demo_steps + 600, (fitted_on, demo_steps)
+    else:  # fitted once, on what there was when learning started
+        assert fitted_on < 2 * max(demo_steps, 64), (fitted_on, demo_steps)
