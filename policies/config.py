@@ -233,20 +233,6 @@ class BCConfig:
     """``"mse"`` on tanh(mean) or ``"nll"``: tanh-Gaussian negative log-likelihood."""
     lr: float = 3e-4
     """Adam learning rate."""
-    calql: bool = False
-    """With cql_weight: Cal-QL's calibration (Nakamoto et al. 2023): Q at the policy's sampled
-    actions is pushed down only while it is above the batch row's Monte-Carlo return-to-go
-    (the discounted rewards its episode went on to collect; rows of an episode still running
-    have none), so that conservatism stops at a value the data has shown and Q does not drift
-    below what the data achieves. The learner's replay keeps those returns when this is on."""
-    policy_average: float = 0.0
-    """Act with a running average of the actor's weights (Polyak, this fraction of the live
-    actor per actor update; 0 = off, act with the live actor). The averaged actor is the
-    policy: evaluation, checkpoints' ``eval``, distributed actors and training episodes all
-    use it, while the live actor is the one the loss trains and the critic's target samples.
-    Against a policy that swings between evaluations as the actor chases a moving critic
-    (Nikishin et al. 2018 average weights for the same reason). Averages the actor's MLP only:
-    a trained pixel encoder is shared as it is."""
     log_std_min: float = -5.0
     """Lower clamp of the log standard deviation."""
     log_std_max: float = 2.0
