@@ -353,6 +353,33 @@ class SACAgent:
             self._bc_kept = None
         return _to_floats(metrics)
 
+    @torch.no_grad()
+    def rescale_state_inputs(self, scale: np.ndarray, shift: np.ndarray) -> None:
+        """The normalised state this agent reads changes to ``x`` where it read
+        ``scale * x + shift`` before (a refitted normaliser): fold that into the first layer
+        that reads the state in every network, so each computes what it did (exactly, except
+        where either normaliser clips).
+
+        Args:
+            scale: (S,) new std / old std.
+            shift: (S,) (new mean - old mean) / old std.
+        """
+        s = self.layout.state_dim
+        k = torch.as_tensor(np.asarray(scale, np.float32), device=self.device)  # (S,)
+        d = torch.as_tensor(np.asarray(shift, np.float32), device=self.device)  # (S,)
+        if not isinstance(self.encoder.state_net, nn.Identity):  # a state MLP reads it first
+            _fold_linear(self.encoder.state_net[0], k, d, s)
+            return
+        nets = [self.actor] + ([self.actor_average] if self.actor_average is not None else [])
+        for actor in nets:
+            _fold_linear(actor.net[0], k, d, s)
+        for critic in (self.critic, self.critic_target, self.gripper_critic, self.gripper_target):
+            if critic is not None:  # EnsembleLinear: weight (N, in, out), bias (N, 1, out)
+                first = critic.linears[0] if len(critic.linears) else critic.out
+                w = first.weight[:, :s, :]  # (N, S, out)
+                first.bias.add_(torch.einsum("s,nso->no", d, w).unsqueeze(1))
+                w.mul_(k[None, :, None])
+
     # ---------------------------------------------------------------- state
     def modules(self) -> dict[str, nn.Module]:
         """Named networks (for device moves and saving)."""
@@ -419,6 +446,13 @@ class SACAgent:
         from policies.io import load_agent
 
         load_agent(self, directory)
+
+
+def _fold_linear(layer: nn.Linear, scale: torch.Tensor, shift: torch.Tensor, s: int) -> None:
+    """``layer`` reads ``scale * x + shift`` in its first ``s`` inputs; make it read ``x``."""
+    w = layer.weight[:, :s]  # (out, S)
+    layer.bias.add_(w @ shift)
+    w.mul_(scale[None, :])
 
 
 def _to_floats(metrics: Mapping[str, torch.Tensor]) -> dict[str, float]:

@@ -160,7 +160,12 @@ class LearnerCore:
             fitted_on = int((self.state.state_norm or {}).get("fitted_on", 0))
             if not (self.cfg.normalize_refit and fitted_on > 0 and n >= 2 * fitted_on):
                 return False
-        self.norm = StateNormalizer.fit_buffers([self.online, self.demo_buffer])
+        old, self.norm = self.norm, StateNormalizer.fit_buffers([self.online, self.demo_buffer])
+        if old is not None and hasattr(self.agent, "rescale_state_inputs"):
+            # the networks keep computing what they did on every state neither map clips
+            self.agent.rescale_state_inputs(
+                self.norm.std / old.std, (self.norm.mean - old.mean) / old.std
+            )
         self.state.state_norm = {**self.norm.to_json(), "fitted_on": n}
         return True
 
