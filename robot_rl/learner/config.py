@@ -52,7 +52,8 @@ class TrainConfig:
     """Refit the state normaliser each time the data it was last fitted on has doubled (demos +
     online transitions), so that states the policy reaches later than the demos (a pushed
     puck's rotation, still in the demos) are not held at the clip, tens of fitted stds away.
-    The agent's inputs shift at each refit (a few times per run: log2 of the data's growth)."""
+    A few refits per run (log2 of the data's growth); the agent folds each into the first
+    layer that reads the state, so its networks compute what they did on unclipped states."""
     reward_offset: float = 0.0
     """Added to every sampled reward at update time (logs keep raw rewards). -1 turns a dense
     reward in [0, 1] with termination on success into a cost, so that succeeding (ending the

@@ -11,8 +11,9 @@ run. One iteration per env step::
     agent.update(lambda: mixer.sample(batch_size, rng))   once learning_starts transitions exist
     every eval_every_steps (and at 0 and at the end): evaluate, checkpoint, plot
 
-The agent sees the state vector normalised with statistics frozen when learning starts
-(:mod:`robot_rl.run.normalize`, saved in the checkpoint); logs and buffers keep raw values.
+The agent sees the state vector normalised with statistics fitted when learning starts (and,
+with ``normalize_refit``, refitted as the data doubles; :mod:`robot_rl.run.normalize`, saved in
+the checkpoint); logs and buffers keep raw values.
 Env actions are the policy's [-1, 1] actions mapped onto the env's Box (:class:`ActionMap`);
 logs and buffers keep the policy-space action.
 

@@ -16,6 +16,14 @@ for peg_insert (tip-to-hole offset std ~1.2 cm in the demos, 1.5 mm clearance a 
 and landing on the fixture edge was nearly invisible to the networks; at 0.005 the data's own
 std is used (1 mm -> ~0.08). Parts that are constant in the data (e.g. the hole height) get the
 floor and the clip bounds whatever they later do.
+
+What the demos do not cover is the weak point: on Meta-World push the puck's quaternion barely
+moves in the scripted demos (std at or near the floor), and once the policy pushes it about,
+17% of online states sit 10-300 fitted stds away in those parts (held at the clip), so that
+parts irrelevant to the task dominate the networks' inputs. ``TrainConfig.normalize_refit``
+refits whenever the data has doubled since the last fit; the agent folds each change into
+the first layer that reads the state (``SACAgent.rescale_state_inputs``), so its networks
+compute what they did on every state neither map clips.
 """
 
 from __future__ import annotations
