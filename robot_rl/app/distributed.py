@@ -116,6 +116,10 @@ class LearnerCmdConfig:
     """Episodes per evaluation on the local twin (0: no evaluation, checkpoints only)."""
     reward_offset: float = 0.0
     """Added to sampled rewards at update time (see `robot-rl train`)."""
+    normalize_state: bool = True
+    """Normalise the state vector (see `robot-rl train`)."""
+    normalize_refit: bool = False
+    """Refit the state normaliser as the data doubles (see `robot-rl train`)."""
     intervention_mode: InterventionMode = TrainConfig.intervention_mode
     """How intervened transitions from the actors are used (see `robot-rl train`)."""
     rlif_penalty: float = DEFAULT_RLIF_PENALTY
