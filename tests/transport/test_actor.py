@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -93,23 +94,57 @@ def test_snapshot_survives_a_restart_on_disk(tmp_path):
     assert not ActingPolicy(learner, LAYOUT, True, 0).restore(tmp_path / "missing.safetensors")
 
 
-def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tmp_path):
+@dataclass
+class _Rig:
+    """An actor on the reach twin streaming to a learner server in this process."""
+
+    actor: Actor
+    server: LearnerServer
+    client: LearnerClient
+    sink: LogSink
+    policy: ActingPolicy
+
+
+@contextlib.contextmanager
+def _reach_actor(
+    run: Path, cfg: ActorConfig, wrap: Callable[[gym.Env], gym.Env] | None = None
+) -> Iterator[_Rig]:
+    """An actor (``cfg``) on the reach twin (behind ``wrap``, if given), its log in ``run``,
+    streaming to a LearnerServer + LogSink next to it; everything closed at the end."""
     env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
     layout = ObsAdapter(env.observation_space).layout
     adim = ActionMap(env.action_space).dim
-    sink = LogSink(tmp_path / "learner", layout, adim)
+    sink = LogSink(run.parent / "learner", layout, adim)
     server = LearnerServer(sink, layout, adim, LearnerServerConfig())
     client = LearnerClient(
         LearnerClientConfig(target=server.address, actor_id="arm"),
         layout_fingerprint(layout, adim),
     )
     policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
-    link = RemoteLink(client)
-    actor = Actor(env, policy, tmp_path / "arm", link, ActorConfig(control_hz=100.0))
+    try:
+        acting_env = wrap(env) if wrap is not None else env
+        actor = Actor(acting_env, policy, run, RemoteLink(client), cfg)
+        yield _Rig(actor, server, client, sink, policy)
+    finally:
+        client.close()
+        server.stop()
+        sink.close()
+        env.close()
+        backend.close()
+
+
+def _run_in_thread(actor: Actor) -> tuple[threading.Thread, dict]:
     out: dict = {}
     thread = threading.Thread(target=lambda: out.update(stats=actor.run()), daemon=True)
-    try:
-        learner = SACAgent(layout, adim, SAC, seed=5)
+    return thread, out
+
+
+def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tmp_path):
+    with _reach_actor(tmp_path / "arm", ActorConfig(control_hz=100.0)) as rig:
+        actor, server = rig.actor, rig.server
+        thread, out = _run_in_thread(actor)
+        layout = actor.adapter.layout
+        learner = SACAgent(layout, rig.policy.agent.action_dim, SAC, seed=5)
         server.publish_weights(1, policy_snapshot(learner, layout, None, True))
         thread.start()
         assert poll_until(lambda: actor.stats.env_steps >= 30, 60)
@@ -120,19 +155,13 @@ def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tm
         assert actor.stats.env_steps == paused_at  # held still while paused
         server.control("RESUME")
         assert poll_until(lambda: actor.stats.env_steps >= paused_at + 20, 60)
-        assert policy.version == 1  # loaded between episodes (at the latest after the pause)
+        assert rig.policy.version == 1  # loaded between episodes (at the latest after the pause)
         server.control("STOP", "test over")
         thread.join(60)
         assert not thread.is_alive()
         st = out["stats"]
         assert st.stopped_by == "learner"
-        assert st.acked_through == st.logged_transitions - 1 == sink.acked_through("arm")
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
-        env.close()
-        backend.close()
+        assert st.acked_through == st.logged_transitions - 1 == rig.sink.acked_through("arm")
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
         ended_by = [e.extra.get("ended_by") for e in elog.episodes]
     assert "pause" in ended_by  # the pause closed the running episode
@@ -140,21 +169,10 @@ def test_actor_pauses_between_episodes_resumes_and_stops_on_the_learners_word(tm
 
 
 def test_actor_holds_between_episodes_while_the_learner_owes_too_many_updates(tmp_path):
-    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
-    layout = ObsAdapter(env.observation_space).layout
-    adim = ActionMap(env.action_space).dim
-    sink = LogSink(tmp_path / "learner", layout, adim)
-    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
-    client = LearnerClient(
-        LearnerClientConfig(target=server.address, actor_id="arm"),
-        layout_fingerprint(layout, adim),
-    )
-    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
     cfg = ActorConfig(control_hz=200.0, max_learner_backlog=100)
-    actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg)
-    out: dict = {}
-    thread = threading.Thread(target=lambda: out.update(stats=actor.run()), daemon=True)
-    try:
+    with _reach_actor(tmp_path / "arm", cfg) as rig:
+        actor, server, client = rig.actor, rig.server, rig.client
+        thread, out = _run_in_thread(actor)
         assert client.wait_connected(30)
         server.publish_stats(updates=0, replay_size=0, update_backlog=101)
         assert poll_until(lambda: client.learner_stats() is not None, 30)
@@ -177,12 +195,6 @@ def test_actor_holds_between_episodes_while_the_learner_owes_too_many_updates(tm
         thread.join(60)
         assert not thread.is_alive()
         assert out["stats"].stopped_by == "learner"
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
-        env.close()
-        backend.close()
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
         ended = [e.extra.get("ended_by") for e in elog.episodes]
     # every episode ran to the env's end but the one the STOP cut: the holds cut none
@@ -190,30 +202,13 @@ def test_actor_holds_between_episodes_while_the_learner_owes_too_many_updates(tm
 
 
 def test_an_actor_without_a_bound_never_holds(tmp_path):
-    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
-    layout = ObsAdapter(env.observation_space).layout
-    adim = ActionMap(env.action_space).dim
-    sink = LogSink(tmp_path / "learner", layout, adim)
-    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
-    client = LearnerClient(
-        LearnerClientConfig(target=server.address, actor_id="arm"),
-        layout_fingerprint(layout, adim),
-    )
-    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
     cfg = ActorConfig(control_hz=200.0, max_learner_backlog=None, total_env_steps=30)
-    actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg)
-    try:
-        assert client.wait_connected(30)
-        server.publish_stats(updates=0, replay_size=0, update_backlog=10**6)
-        assert poll_until(lambda: client.learner_stats() is not None, 30)
-        st = actor.run()
-        assert st.env_steps == 30 and st.backlog_holds == 0 and st.stopped_by == "steps"
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
-        env.close()
-        backend.close()
+    with _reach_actor(tmp_path / "arm", cfg) as rig:
+        assert rig.client.wait_connected(30)
+        rig.server.publish_stats(updates=0, replay_size=0, update_backlog=10**6)
+        assert poll_until(lambda: rig.client.learner_stats() is not None, 30)
+        st = rig.actor.run()
+    assert st.env_steps == 30 and st.backlog_holds == 0 and st.stopped_by == "steps"
 
 
 class _StallingSensors(gym.Wrapper):
@@ -242,26 +237,9 @@ class _StallingSensors(gym.Wrapper):
 
 @contextlib.contextmanager
 def _stalling_actor(run: Path, cfg: ActorConfig, **stall) -> Iterator[Actor]:
-    """An actor on the reach twin behind :class:`_StallingSensors` (``stall``), streaming to a
-    learner server in this process; everything closed at the end."""
-    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach", obs="state").env_setup())
-    layout = ObsAdapter(env.observation_space).layout
-    adim = ActionMap(env.action_space).dim
-    sink = LogSink(run.parent / "learner", layout, adim)
-    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
-    client = LearnerClient(
-        LearnerClientConfig(target=server.address, actor_id="arm"),
-        layout_fingerprint(layout, adim),
-    )
-    policy = ActingPolicy(SACAgent(layout, adim, SAC, seed=0), layout, True, seed=0)
-    try:
-        yield Actor(_StallingSensors(env, **stall), policy, run, RemoteLink(client), cfg)
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
-        env.close()
-        backend.close()
+    """An actor on the reach twin behind :class:`_StallingSensors` (``stall``)."""
+    with _reach_actor(run, cfg, lambda env: _StallingSensors(env, **stall)) as rig:
+        yield rig.actor
 
 
 def test_a_stale_sensor_ends_the_episode_and_the_actor_goes_on(tmp_path):
