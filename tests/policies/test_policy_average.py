@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from policy_helpers import numpy_obs, sampler, small_sac, state_layout
 
+from policies.encoders import obs_to_torch
 from policies.sac import SACAgent
 
 
@@ -19,7 +20,7 @@ def test_the_average_moves_by_its_fraction_of_the_live_actor_and_is_what_acts():
         torch.testing.assert_close(avg, 0.9 * b + 0.1 * new, rtol=0, atol=1e-6)
     assert any(not torch.equal(b, p) for b, p in zip(before, live, strict=True))
     obs = numpy_obs(layout)
-    z = agent.encoder({k: torch.as_tensor(v)[None] for k, v in obs.items()})
+    z = agent.encoder(obs_to_torch(obs, agent.device))
     with torch.no_grad():
         want = agent.actor_average.mode(z)[0].clamp(-1, 1).numpy()
         live_mode = agent.actor.mode(z)[0].clamp(-1, 1).numpy()
