@@ -133,6 +133,12 @@ CONFIGS: dict[str, dict] = {
     "default_nonorm": {"normalize_state": False},
     # the default refitting the normaliser whenever the data has doubled since the last fit
     "default_refit": {"normalize_refit": True},
+    # against policy churn (the greedy policy changing on many states per update): the
+    # 10-critic ensemble (REDQ: min over 2 drawn per target), a batch twice as large, a third
+    # of the critic's learning rate
+    "default_e10": {"num_critics": 10},
+    "default_b512": {"batch_size": 512},
+    "default_clr1e4": {"critic_lr": 1e-4},
 }
 
 
@@ -185,7 +191,7 @@ def _task_reward(task: str) -> str:
     return variant or "sparse"
 
 
-LOOP_KEYS = ("reward_offset", "normalize_state", "normalize_refit")
+LOOP_KEYS = ("reward_offset", "normalize_state", "normalize_refit", "batch_size")
 """Config keys that set the training loop (TrainConfig), not the agent."""
 
 
