@@ -141,7 +141,7 @@ class HardwareTask:
         return frames.pose(position, self._pose[3:])
 
     def evaluate(self) -> TaskStatus:
-        """Always reward 0.0, success False, failure False, no privileged state: success on a
-        real robot comes from the person's buttons (record / label ``--success-from
-        buttons``) or, from stage 5, a reward model."""
-        return TaskStatus(reward=0.0, success=False, failure=False, privileged={})
+        """Always reward 0.0, success None (unknown: the env's info has no success), failure
+        False, no privileged state: success on a real robot comes from the person's buttons
+        (record / label ``--success-from buttons``) or a reward model."""
+        return TaskStatus(reward=0.0, success=None, failure=False, privileged={})

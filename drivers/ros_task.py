@@ -11,6 +11,8 @@
   ``max_age_s``.
 
 On a real robot there is no ``task/status``; reward models take this role (stage 5).
+:class:`RosTwinSceneTask` plays one on the twin (a setup with ``privileged: false``): it resets
+the scene the same way and reads no status at all.
 """
 
 from __future__ import annotations
@@ -158,18 +160,7 @@ class RosTwinTask:
             RosTimeoutError: The twin did not answer.
         """
         self.connect()
-        seed = int(rng.integers(0, 2**31 - 1))
-        cfg = self.config
-        self.session.set_parameters(cfg.twin_node, {"episode_seed": seed}, cfg.reset_timeout_s)
-        # idempotent (the seed is set): sent again if its answer is lost (RosSession.call)
-        data = self.session.timed_trigger("task/reset", cfg.reset_timeout_s, IDEMPOTENT_RESEND_S)
-        pose = np.asarray(data.get("start_pose", []), dtype=np.float64)
-        if pose.shape != (7,) or not np.all(np.isfinite(pose)):
-            raise ValueError(
-                f"{self.session.topic('task/reset')} answered start_pose "
-                f"{data.get('start_pose')!r}; expected 7 finite numbers"
-            )
-        return pose
+        return reset_twin_scene(self.session, self.config, rng)
 
     def evaluate(self) -> TaskStatus:
         """The newest task status.
@@ -197,3 +188,64 @@ class RosTwinTask:
             failure=status.failure,
             privileged={k: v.copy() for k, v in status.privileged.items()},
         )
+
+
+def reset_twin_scene(
+    session: RosSession, config: RosTwinTaskConfig, rng: np.random.Generator
+) -> np.ndarray:
+    """Draw an episode seed from ``rng``, set it on the twin node and call ``task/reset``;
+    return the arm start pose (7,) from its answer.
+
+    Raises:
+        RuntimeError: The twin refused (its message says why).
+        ValueError: The answer has no valid ``start_pose``.
+        RosTimeoutError: The twin did not answer.
+    """
+    seed = int(rng.integers(0, 2**31 - 1))
+    session.set_parameters(config.twin_node, {"episode_seed": seed}, config.reset_timeout_s)
+    # idempotent (the seed is set): sent again if its answer is lost (RosSession.call)
+    data = session.timed_trigger("task/reset", config.reset_timeout_s, IDEMPOTENT_RESEND_S)
+    pose = np.asarray(data.get("start_pose", []), dtype=np.float64)
+    if pose.shape != (7,) or not np.all(np.isfinite(pose)):
+        raise ValueError(
+            f"{session.topic('task/reset')} answered start_pose "
+            f"{data.get('start_pose')!r}; expected 7 finite numbers"
+        )
+    return pose
+
+
+class RosTwinSceneTask:
+    """The twin played as a real robot (a setup with ``privileged: false``): resets the scene
+    through ``task/reset`` (what a person does between episodes on a real arm) and knows nothing
+    else. It never subscribes to ``task/status``: reward 0.0, success None (unknown), no failure,
+    no privileged state, as :class:`drivers.ros_hw_task.HardwareTask`; success comes from a
+    learned reward or a person's buttons, and the twin's truth reaches only the simulated human
+    and the twin's own episode scoring.
+
+    Args:
+        config: Task name, namespace, reset timeout (``max_age_s`` and ``spec_timeout_s`` are
+            unused: nothing is read).
+        session: Shared session (usually the robot's).
+    """
+
+    def __init__(self, config: RosTwinTaskConfig, session: RosSession) -> None:
+        self.config = config
+        self.session = session
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def privileged_spec(self) -> Mapping[str, ArraySpec]:
+        """Empty: this run is kept from the twin's truth."""
+        return {}
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        """Seed and reset the twin's scene; the arm start pose (7,) (see
+        :func:`reset_twin_scene`)."""
+        return reset_twin_scene(self.session, self.config, rng)
+
+    def evaluate(self) -> TaskStatus:
+        """Nothing known: reward 0.0, success None, failure False, no privileged state."""
+        return TaskStatus(reward=0.0, success=None, failure=False, privileged={})

@@ -27,6 +27,7 @@ expected::
     time_base: monotonic           # optional: time base of the stamps (see Setup.time_base)
     reset_pose: [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0]   # hardware: episode start pose
     reset_jitter_m: [0.02, 0.02, 0.0]                 # hardware: optional start jitter
+    privileged: false              # twin: the env never reads task/status (see Setup.privileged)
     nodes:
       - name: twin                 # unique; log file <name>.log
         module: sim.ros_node       # run as `python -m <module>`
@@ -180,6 +181,14 @@ class Setup:
             frame, inside the safety limits); None on a twin (its task chooses).
         reset_jitter_m: Hardware: per-axis (x, y, z) half-width of a uniform start position
             offset drawn with the env's seed, metres (clipped into the safety box).
+        privileged: Twin: whether the env reads the twin's truth (``task/status``: reward,
+            success, failure, object poses). False plays a real robot on the twin: the env
+            subscribes to no truth (its task resets the scene through ``task/reset`` and knows
+            nothing else, like :class:`drivers.ros_hw_task.HardwareTask`), so reward and success
+            must come from a learned reward or a person's buttons, and a state observation holds
+            the robot's state only. Only the simulated human (``sim.human_node``) and the twin's
+            own episode scoring (``sim.ros_node --score-log``) still see the truth. Always False
+            on hardware.
     """
 
     name: str
@@ -197,6 +206,7 @@ class Setup:
     time_base: str = "stream"
     reset_pose: tuple[float, ...] | None = None
     reset_jitter_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    privileged: bool = True
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name``."""
@@ -230,6 +240,7 @@ TOP_KEYS = (
     "time_base",
     "reset_pose",
     "reset_jitter_m",
+    "privileged",
 )
 CAMERA_KEYS = ("name", "height", "width")
 NODE_KEYS = ("name", "module", "args", "parameters", "env", "restart", "required", "terminal")
@@ -278,6 +289,9 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     if robot == "twin" and time_base != "stream":
         where.fail("time_base", "the twin stamps with sim time: use stream (or leave it out)")
     reset_pose, reset_jitter_m = _parse_reset(where, top, robot, safety)
+    privileged = where.get(top, "privileged", bool, "", default=robot == "twin")
+    if privileged and robot != "twin":
+        where.fail("privileged", "a real robot has no sim truth: use false (or leave it out)")
     raw_nodes = where.get(top, "nodes", list, "")
     if not raw_nodes:
         where.fail("nodes", "list at least one node")
@@ -305,6 +319,7 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
         time_base=time_base,
         reset_pose=reset_pose,
         reset_jitter_m=reset_jitter_m,
+        privileged=privileged,
     )
 
 

@@ -14,7 +14,9 @@ Every message is stamped with simulation time.
 
 Extra, twin only: ``<cam>/image_raw`` + ``<cam>/camera_info`` (IMAGE), ``task/status`` (JSON,
 same stamp as the state), services ``task/reset`` (seed from parameter ``episode_seed``) and
-``sim/step`` (lockstep mode).
+``sim/step`` (lockstep mode). ``--score-log PATH``: the twin scores its own episodes (one JSON
+line per scene reset, success from its own truth; :mod:`sim.scoring`), which is how a run that
+plays a real robot (setup ``privileged: false``) is measured without reading ``task/status``.
 
 Safety limits: the read-only parameters of :mod:`drivers.arm_bridge.params` (defaults: the
 task's ``default_safety``), passed to ``make_sim_backend``, so the same limits apply in the
@@ -90,6 +92,7 @@ from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import SimConfig
 from sim.realtime import ControlWindowGate, EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
+from sim.scoring import EpisodeScores
 
 MODES = ("lockstep", "realtime")
 STEP_SLOW_WARN_S = 0.5
@@ -203,6 +206,7 @@ class TwinNode(Node):
         command_wait_s: float = 0.1,
         state_hz: float = 100.0,
         camera_hz: float = 30.0,
+        score_log: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {MODES}")
@@ -223,6 +227,8 @@ class TwinNode(Node):
         """``task/reset`` calls served (the scene reset at start-up is episode 0)."""
         self.steps = 0
         """Control periods stepped since the last scene reset."""
+        self.scores = EpisodeScores(score_log) if score_log else None
+        """The twin's own scoring of its episodes (``--score-log``; :mod:`sim.scoring`)."""
         self.mode = mode
         self.command_wait_s = command_wait_s
         self.lock = threading.RLock()
@@ -244,7 +250,7 @@ class TwinNode(Node):
         self.bridge = ArmBridge(self.arm, BridgeConfig(safety=safety, max_command_age_s=max_age))
         self.get_logger().info(f"safety limits (read-only parameters): {describe_safety(safety)}")
         try:
-            start = self._reset_task()
+            start = self._reset_task(0)
         except UnsafeCommandError as e:
             backend.close()
             raise BridgeParamError(
@@ -303,9 +309,13 @@ class TwinNode(Node):
         """Simulation time, seconds."""
         return self.sim.clock.now_s()
 
-    def _reset_task(self) -> np.ndarray:
+    def _reset_task(self, episode: int) -> np.ndarray:
         seed = int(self.get_parameter("episode_seed").value)
+        if self.scores is not None:
+            self.scores.finish("reset")
         start = np.asarray(self.sim.task.reset(np.random.default_rng(seed)), dtype=np.float64)
+        if self.scores is not None:
+            self.scores.start(episode, seed)
         self.bridge.reset(start, 0.0, self.now_s())
         self.sim.clock.reset()
         self.steps = 0
@@ -377,6 +387,9 @@ class TwinNode(Node):
         iface = getattr(self, "iface", None)
         if iface is not None:
             iface.intake.stop()
+        scores = getattr(self, "scores", None)
+        if scores is not None:
+            scores.close()
         super().destroy_node()
 
     # -- publishing -------------------------------------------------------------------------
@@ -400,6 +413,8 @@ class TwinNode(Node):
         t = state.stamp_s
         self.iface.publish_state(state)
         status = self.sim.task.evaluate()
+        if self.scores is not None:
+            self.scores.observe(t, status)
         task = {
             "stamp_s": t,
             "reward": float(status.reward),
@@ -441,7 +456,7 @@ class TwinNode(Node):
     ) -> Trigger.Response:
         with self.lock:
             try:
-                start = self._reset_task()
+                start = self._reset_task(self.episode + 1)
             except (RuntimeError, ValueError) as e:
                 response.success, response.message = False, f"task/reset failed: {e}"
                 self.get_logger().error(response.message)
@@ -477,6 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-hz", type=float, default=100.0, help="realtime: state rate, Hz")
     p.add_argument("--camera-hz", type=float, default=30.0, help="realtime: camera rate, Hz")
+    p.add_argument(
+        "--score-log",
+        default=None,
+        help="append one JSON line per episode (success from the twin's own truth) to this "
+        "file (sim.scoring)",
+    )
     return p
 
 
@@ -501,6 +522,7 @@ def main(argv: list[str] | None = None) -> None:
             args.command_wait_s,
             args.state_hz,
             args.camera_hz,
+            args.score_log,
         )
     except BridgeParamError as e:
         exit_bad_parameter("twin", e)

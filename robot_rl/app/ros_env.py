@@ -5,7 +5,8 @@ supervisor of ``robot-rl up`` (``launch=True``), and builds::
 
     RosSession(namespace) shared by
       RosRobot (bridge node ``twin`` or ``arm_bridge``), RosCamera per setup camera,
-      RosTwinTask (robot: twin) or HardwareTask (robot: hardware; record / label only), clock:
+      RosTwinTask (robot: twin), RosTwinSceneTask (twin with privileged: false: resets only,
+        reads no truth) or HardwareTask (robot: hardware), clock:
         lockstep            -> RosLockstepClock   (tick = sim/step)
         realtime, twin      -> StreamAlignedClock (wall pacing phase-locked to the streams,
                                                    sim-time now)
@@ -40,7 +41,7 @@ from drivers.ros_clock import RosLockstepClock, StreamAlignedClock
 from drivers.ros_hw_task import HardwareTask, HardwareTaskConfig
 from drivers.ros_robot import RosRobot, RosRobotConfig
 from drivers.ros_session import RosSession
-from drivers.ros_task import RosTwinTask, RosTwinTaskConfig
+from drivers.ros_task import RosTwinSceneTask, RosTwinTask, RosTwinTaskConfig
 from drivers.setup import Setup, load_setup
 from robot_rl.app.supervision import SupervisedEnv, explain
 from robot_rl.core.config import EnvConfig
@@ -70,6 +71,12 @@ class RosBackend:
             ValueError: The setup is not the twin, or its task has no expert.
         """
         info = _twin_task_info(self.setup)
+        if info is not None and not self.setup.privileged:
+            raise ValueError(
+                f"{self.setup.source} has privileged: false: the scripted policy needs the "
+                "twin's privileged state, which this run may not read; the simulated human "
+                "(--teleop sim-expert / --human sim) reads it in its own node"
+            )
         if info is None:
             raise ValueError(
                 f"{self.setup.source}: the scripted policy needs the twin's privileged state "
@@ -91,7 +98,15 @@ class RosBackend:
 
 
 def _check_hardware(setup: Setup, needs_task_reward: bool) -> None:
-    """Refuse a hardware setup where a task reward is needed, or without a start pose."""
+    """Refuse a hardware setup (or a twin one kept from its truth, ``privileged: false``) where
+    a task reward is needed, and a hardware setup without a start pose."""
+    if setup.robot == "twin" and not setup.privileged and needs_task_reward:
+        raise ValueError(
+            f"{setup.source} has privileged: false: this run may not read the twin's reward or "
+            "success (task/status), as on a real robot. Give it a learned reward (--reward rm/) "
+            "or a person's buttons (record / label --success-from buttons), or use a setup "
+            "without privileged: false"
+        )
     if setup.robot != "hardware":
         return
     if needs_task_reward:
@@ -299,6 +314,11 @@ def _build(
             )
         )
         return RosBackend(setup, session, robot, cameras, task, clock, env_cfg, safety)
+    if not setup.privileged:  # the twin played as a real robot: no task/status subscription
+        scene = RosTwinSceneTask(
+            RosTwinTaskConfig(name=setup.task, namespace=setup.namespace), session
+        )
+        return RosBackend(setup, session, robot, cameras, scene, clock, env_cfg, safety)
     spec = None
     if info is not None:
         from sim.backend import _load

@@ -129,13 +129,14 @@ class TaskStatus:
 
     Attributes:
         reward: Dense shaped reward for this step.
-        success: Task solved.
+        success: Task solved; None where nothing knows (a real robot, or a twin run kept from
+            its truth): success then comes from a reward model or a person's buttons.
         failure: Task failed irrecoverably (episode should end).
         privileged: Sim-only truth (object poses, ...); policies never read it.
     """
 
     reward: float
-    success: bool
+    success: bool | None
     failure: bool = False
     privileged: Mapping[str, np.ndarray] = field(default_factory=dict)
 

@@ -232,8 +232,8 @@ class RobotEnv(gym.Env):
         return self._obs
 
     def _info(self, status: TaskStatus, executed: ArmCommand | None, report) -> dict:
-        info = {
-            keys.INFO_SUCCESS: bool(status.success),
+        info: dict = {} if status.success is None else {keys.INFO_SUCCESS: bool(status.success)}
+        info |= {
             keys.INFO_FAILURE: bool(status.failure),
             keys.INFO_PRIVILEGED: {k: np.array(v, copy=True) for k, v in status.privileged.items()},
             keys.INFO_OVERRUNS: int(self.clock.overruns),

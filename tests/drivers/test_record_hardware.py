@@ -82,11 +82,11 @@ def test_hardware_task_start_is_seeded_jittered_and_clipped_into_the_box() -> No
     )
     still = HardwareTask(HardwareTaskConfig("wipe", START, safety=SAFETY))
     np.testing.assert_allclose(still.reset(np.random.default_rng(3)), START)
-    # Never a success, a failure, a reward or sim truth, whatever happens.
+    # Never a success (unknown: None), a failure, a reward or sim truth, whatever happens.
     status = task.evaluate()
     assert (status.reward, status.success, status.failure, dict(status.privileged)) == (
         0.0,
-        False,
+        None,
         False,
         {},
     )

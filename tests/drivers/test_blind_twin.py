@@ -1,0 +1,125 @@
+"""The twin played as a real robot (setup ``privileged: false``), against the real twin node.
+
+The env must read none of the twin's truth: no ``task/status`` subscription, no success in
+``info``, no object state in the observation, and a refusal (with what to do) wherever a run
+would need the task's reward or the scripted expert. What the run achieved is scored by the twin
+itself (``--score-log``): an episode driven to the reach goal from the observation alone is
+recorded as a success there, and one left idle is not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from robot_rl.core import keys
+
+pytest.importorskip("mujoco")
+
+GOAL = np.array([0.5, 0.0, 0.12])  # sim.tasks.reach.GOAL_POS_M: fixed, part of the task's spec
+
+
+def _setup(path: Path, score_log: Path, privileged: bool) -> Path:
+    raw = {
+        "name": "blind",
+        "robot": "twin",
+        "task": "reach",
+        "clock": "lockstep",
+        "privileged": privileged,
+        "nodes": [
+            {
+                "name": "twin",
+                "module": "sim.ros_node",
+                "args": ["--task", "${task}", "--ns", "${namespace}", "--cameras",
+                         "--mode", "${clock}", "--control-hz", "${control_hz}",
+                         "--score-log", str(score_log)],
+            }  # fmt: skip
+        ],
+    }
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _drive_to_goal(env, obs, steps: int) -> list[dict]:
+    """A proportional controller on the observed TCP position (robot state only)."""
+    infos = []
+    scale = env.unwrapped.config.action_scale_m
+    for _ in range(steps):
+        tcp = np.asarray(obs[keys.STATE][keys.TCP_POSE][:3], dtype=np.float64)
+        a = np.zeros(4, dtype=np.float32)
+        a[:3] = np.clip((GOAL - tcp) / scale, -1.0, 1.0)
+        obs, _, terminated, truncated, info = env.step(a)
+        infos.append(info)
+        if terminated or truncated:
+            break
+    return infos
+
+
+def test_a_blind_run_reads_no_truth_and_the_twin_scores_it(tmp_path: Path, a2_domain: int) -> None:
+    from drivers.ros_task import RosTwinSceneTask
+    from robot_rl.app.ros_env import make_ros_env
+    from sim.scoring import read_scores
+
+    scores = tmp_path / "scores.jsonl"
+    setup = _setup(tmp_path / "blind.yaml", scores, privileged=False)
+    with pytest.raises(ValueError, match="privileged: false.*learned reward"):
+        make_ros_env(setup, domain_id=a2_domain, launch=True, log_dir=tmp_path / "logs0")
+
+    env, backend = make_ros_env(
+        setup,
+        domain_id=a2_domain,
+        launch=True,
+        log_dir=tmp_path / "logs",
+        control_rotation=False,
+        needs_task_reward=False,
+        max_episode_steps=60,
+    )
+    try:
+        assert isinstance(backend.task, RosTwinSceneTask)
+        with pytest.raises(ValueError, match="privileged: false"):
+            backend.make_expert()
+        obs, info = env.reset(seed=0)
+        assert keys.INFO_SUCCESS not in info and info[keys.INFO_PRIVILEGED] == {}
+        infos = _drive_to_goal(env, obs, 60)  # episode 1: to the goal
+        assert all(keys.INFO_SUCCESS not in i and i[keys.INFO_PRIVILEGED] == {} for i in infos)
+        assert len(infos) == 60, "nothing the env reads may end the episode on success"
+        obs, _ = env.reset(seed=1)
+        for _ in range(5):  # episode 2: held still, far from the goal
+            env.step(np.zeros(4, dtype=np.float32))
+        env.reset(seed=2)  # closes episode 2
+
+        # Nothing in this process subscribes to the twin's truth; the robot state is (so the
+        # graph query sees this process's subscriptions).
+        node = backend.session.node
+        assert node.count_subscribers(backend.session.topic("task/status")) == 0
+        assert node.count_subscribers(backend.session.topic("ee_pose")) >= 1
+    finally:
+        env.close()
+        backend.close()  # stops the twin: the open episode 3 is written as "stop"
+
+    recs = read_scores(scores)
+    assert [r["episode"] for r in recs] == [0, 1, 2, 3]
+    assert [r["end"] for r in recs] == ["reset", "reset", "reset", "stop"]
+    one, two = recs[1], recs[2]
+    assert one["success"] and one["first_success_sim_s"] is not None
+    assert not two["success"] and two["first_success_sim_s"] is None
+    assert one["sim_s"] > two["sim_s"] > 0.0
+    assert one["wall_end"] >= one["wall_start"]
+
+
+def test_privileged_is_twin_only_in_the_setup_schema(tmp_path: Path) -> None:
+    from drivers.setup import SetupError, parse_setup
+
+    base = {"robot": "hardware", "task": "t", "reset_pose": [0.5, 0, 0.2, 0, 1, 0, 0],
+            "nodes": [{"name": "a", "module": "m"}]}  # fmt: skip
+    assert parse_setup(base).privileged is False
+    with pytest.raises(SetupError, match="privileged: a real robot has no sim truth"):
+        parse_setup({**base, "privileged": True})
+    twin = {"robot": "twin", "task": "reach", "nodes": [{"name": "a", "module": "m"}]}
+    assert parse_setup(twin).privileged is True
+    assert parse_setup({**twin, "privileged": False}).privileged is False
+    with pytest.raises(SetupError, match="privileged"):
+        parse_setup({**twin, "privileged": "no"})
