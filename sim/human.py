@@ -34,6 +34,7 @@ calls its :class:`robot_rl.core.intervention.StepObserver` hooks after every res
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ class HumanConfig:
     """Steps the expert drives per takeover (no_progress)."""
     max_interventions: int = 2
     """Takeovers per episode at most (no_progress); 0 never takes over."""
+    press_success: bool = False
+    """Press the success button in every reading while the task's success holds, as a person
+    marks success where nothing else knows it (a twin setup with ``privileged: false``:
+    ``record`` / ``label`` with ``--success-from buttons``)."""
 
     def __post_init__(self) -> None:
         if self.rule not in ("always", "no_progress"):
@@ -123,14 +128,24 @@ class SimulatedHuman:
         self._driving = False
         self.expert.reset(rng)
 
-    def observe(self, privileged: Mapping, reward: float, stamp_s: float) -> TeleopState:
+    def observe(
+        self, privileged: Mapping, reward: float, stamp_s: float, success: bool = False
+    ) -> TeleopState:
         """See the state after a reset (``reward=nan``) or a step; the reading for the next step.
 
         Args:
             privileged: The task's privileged state (``info["privileged"]``).
             reward: The step's reward (nan right after reset).
             stamp_s: Monotonic stamp of the reading.
+            success: The task's success now (pressed as the success button with
+                ``press_success``).
         """
+        reading = self._reading(privileged, reward, stamp_s)
+        if self.cfg.press_success and success:
+            return dataclasses.replace(reading, buttons=reading.buttons | {"success"})
+        return reading
+
+    def _reading(self, privileged: Mapping, reward: float, stamp_s: float) -> TeleopState:
         cfg = self.cfg
         if cfg.rule == "always":
             return self._drive(privileged, stamp_s)

@@ -3,13 +3,17 @@ topics, exactly where a person's device would.
 
     python -m sim.human_node --task pick_cube --ns arm [--control-rotation] [--rule always]
         [--patience-steps 10 --min-progress 0.01 --takeover-steps 20 --max-interventions 2]
+        [--press-success]
 
 Node ``teleop`` in namespace ``--ns``. It subscribes ``task/status`` of the twin (JSON with the
 reward and the privileged sim state, ``drivers/CONTRACT.md``) and, for every status with a new
 stamp, asks :class:`sim.human.SimulatedHuman` for the reading of the next step and publishes it
 as ``teleop/twist`` + ``teleop/joy`` (:func:`drivers.teleop.mapping.joy_from_state`), stamped
 with the status stamp (sim time), so a recorder in lockstep can wait for the answer to the
-observation it holds (:meth:`drivers.ros_teleop.RosTeleop.wait_for_stamp`).
+observation it holds (:meth:`drivers.ros_teleop.RosTeleop.wait_for_stamp`). With
+``--press-success`` (passed for a setup with ``privileged: false``) the success button is down in
+every reading while the task's success holds, as a person marks it where the run may not read
+the truth.
 
 Episodes (:class:`StatusFollower`, plain Python): the twin's time restarts at every
 ``task/reset``, so a stamp going back starts a new episode (``SimulatedHuman.reset`` with a
@@ -77,24 +81,26 @@ class StatusFollower:
         self.steps = 0
         self._last: float | None = None
 
-    def on_status(self, privileged: Mapping, reward: float, stamp_s: float) -> TeleopState | None:
+    def on_status(
+        self, privileged: Mapping, reward: float, stamp_s: float, success: bool = False
+    ) -> TeleopState | None:
         """The reading for this status, or None for a repeat that changes nothing."""
         if self._last is None or stamp_s < self._last - STAMP_TOL_S:
             self.episodes += 1
             self.steps = 0
-            return self._first(privileged, stamp_s)
+            return self._first(privileged, stamp_s, success)
         if abs(stamp_s - self._last) <= STAMP_TOL_S:
-            return self._first(privileged, stamp_s) if self.steps == 0 else None
+            return self._first(privileged, stamp_s, success) if self.steps == 0 else None
         if self.control_dt_s is not None and stamp_s < self._last + self.control_dt_s - STEP_TOL_S:
             return None  # a real-time twin's state between two control steps
         self.steps += 1
         self._last = stamp_s
-        return self.human.observe(privileged, float(reward), stamp_s)
+        return self.human.observe(privileged, float(reward), stamp_s, success)
 
-    def _first(self, privileged: Mapping, stamp_s: float) -> TeleopState:
+    def _first(self, privileged: Mapping, stamp_s: float, success: bool) -> TeleopState:
         self.human.reset(np.random.default_rng((self.seed, self.episodes)))
         self._last = stamp_s
-        return self.human.observe(privileged, math.nan, stamp_s)
+        return self.human.observe(privileged, math.nan, stamp_s, success)
 
 
 def make_human(task: str, env_cfg: EnvConfig, rule: str | HumanConfig) -> SimulatedHuman:
@@ -129,7 +135,9 @@ class HumanNode(Node):
             self.rejected += 1
             self.get_logger().warn(f"task/status dropped ({self.rejected} so far): {e}")
             return
-        reading = self.follower.on_status(status.privileged, status.reward, stamp)
+        reading = self.follower.on_status(
+            status.privileged, status.reward, stamp, bool(status.success)
+        )
         if reading is None:
             return
         self.twist_pub.publish(convert.twist_stamped_to_msg(reading.twist, stamp))
@@ -157,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-progress", type=float, default=d.min_progress, help="no_progress")
     p.add_argument("--takeover-steps", type=int, default=d.takeover_steps, help="no_progress")
     p.add_argument("--max-interventions", type=int, default=d.max_interventions)
+    p.add_argument(
+        "--press-success",
+        action="store_true",
+        help="press the success button while the task's success holds (a person marking "
+        "success on a setup with privileged: false)",
+    )
     args, ros_args = p.parse_known_args(argv)
     from sim.backend import TASKS
 
@@ -174,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             min_progress=args.min_progress,
             takeover_steps=args.takeover_steps,
             max_interventions=args.max_interventions,
+            press_success=args.press_success,
         )
     except ValueError as e:
         p.error(str(e))  # exit code 2 with the option to fix

@@ -126,3 +126,19 @@ def test_readings_and_config_checks():
     ):
         with pytest.raises(ValueError):
             HumanConfig(**bad)
+
+
+def test_presses_success_only_when_told_and_only_while_the_task_succeeds():
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach").env_setup())
+    _, info = env.reset(seed=0)
+    p = info[keys.INFO_PRIVILEGED]
+    quiet = SimulatedHuman(backend.make_expert(), HumanConfig(rule="always"))
+    marks = SimulatedHuman(backend.make_expert(), HumanConfig(rule="always", press_success=True))
+    for h in (quiet, marks):
+        h.reset(np.random.default_rng(0))
+    assert "success" not in quiet.observe(p, -0.1, 1.0, success=True).buttons
+    assert "success" not in marks.observe(p, -0.1, 2.0, success=False).buttons
+    pressed = marks.observe(p, 0.0, 3.0, success=True)
+    assert "success" in pressed.buttons and np.any(pressed.twist)  # still driving
+    env.close()
+    backend.close()

@@ -8,7 +8,7 @@ the reset and the one after each step) is stored as a frame labelled 1 if the su
 was down at any moment of the control period that ended with that frame, else 0. Format:
 :mod:`robot_rl.replay.frames` (images per camera at ``--image-size``, the robot state in the
 learner layout of ``--obs pixels``, label, episode index, step, stamp, and the twin task's own
-success as a reference, -1 on hardware).
+success as a reference, -1 on hardware and on a twin setup with ``privileged: false``).
 
 Episodes end with the ``reset`` or ``failure`` button, the time limit or the task's failure
 (all kept), or ``discard`` (dropped); the task's success does not end an episode here. A kept
@@ -185,7 +185,8 @@ class _Labeler:
                 break
             state = teleop.read()  # buttons down during the period that ended with `obs`
             held = LABEL_BUTTON in state.buttons
-            success = bool(info.get(keys.INFO_SUCCESS)) if self.twin else None
+            truth = info.get(keys.INFO_SUCCESS)  # absent on hardware and privileged: false
+            success = bool(truth) if self.twin and truth is not None else None
             store.append(self.adapter.to_learner(obs), held, obs_stamp(obs, default=0.0), success)
             pos, neg = pos + held, neg + (not held)
             self._show(pos, neg, held)

@@ -70,6 +70,14 @@ class RecordConfig(TeleopRunConfig):
     """Camera of the videos (default: the setup's first)."""
 
 
+def _state_objects(task: str) -> tuple[str, ...]:
+    """The object state ``--obs state`` adds for twin task ``task`` (sim truth)."""
+    from sim.backend import TASKS
+
+    info = TASKS.get(task)
+    return () if info is None else tuple(info.state_objects)
+
+
 def learner_env(cfg: RecordConfig, setup) -> LearnerEnvConfig:
     """The learner env these demos are for (stored as metadata; train compares it)."""
     cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(c.name for c in setup.cameras)
@@ -145,16 +153,25 @@ def run_record(cfg: RecordConfig, view=None) -> dict:
 
     check_out(cfg.out, cfg.resume, "episodes")  # before starting any node
     setup = load_setup_for_task(cfg.setup, cfg.task, cfg.io.launch)
-    success_from = cfg.success_from or ("both" if setup.robot == "twin" else "buttons")
-    if success_from != "buttons" and setup.robot != "twin":
+    knows = setup.robot == "twin" and setup.privileged  # a task whose success may be read
+    success_from = cfg.success_from or ("both" if knows else "buttons")
+    if success_from != "buttons" and not knows:
+        where = "robot: hardware" if setup.robot != "twin" else "privileged: false"
         raise ValueError(
-            f"--success-from {success_from} needs a twin setup (a task that knows); on "
-            f"{cfg.setup} (robot: hardware) only the person's buttons mark success: drop it"
+            f"--success-from {success_from} needs a twin setup whose truth may be read (a task "
+            f"that knows); on {cfg.setup} ({where}) only the person's buttons mark success: "
+            "drop it"
         )
     if cfg.obs == "state" and setup.robot != "twin":
         raise ValueError(
             f"--obs state stores the twin task's object state (sim truth), which a real robot "
             f"does not measure; record on {cfg.setup} (robot: hardware) with --obs pixels"
+        )
+    if cfg.obs == "state" and not setup.privileged and _state_objects(setup.task):
+        raise ValueError(
+            f"--obs state stores task {setup.task!r}'s object state {_state_objects(setup.task)} "
+            f"(sim truth), which {cfg.setup} (privileged: false) may not read; record with "
+            "--obs pixels"
         )
     lenv = learner_env(cfg, setup)
     cams, wrappers = env_wrappers(lenv, setup)

@@ -179,6 +179,8 @@ def teleop_node(
         args = ("--task", setup.task, "--ns", setup.namespace)
         args += ("--control-hz", f"{setup.control_hz:g}")
         args += ("--control-rotation",) if control_rotation else ()
+        # A run kept from the twin's truth learns of success only from the person's buttons.
+        args += ("--press-success",) if not setup.privileged else ()
         args += tuple(human_args)
         return NodeSpec("teleop", "sim.human_node", args, restart=never, required=False)
     if opts.launch:

@@ -33,9 +33,19 @@ def _setup(path: Path, score_log: Path, privileged: bool) -> Path:
             {
                 "name": "twin",
                 "module": "sim.ros_node",
-                "args": ["--task", "${task}", "--ns", "${namespace}", "--cameras",
-                         "--mode", "${clock}", "--control-hz", "${control_hz}",
-                         "--score-log", str(score_log)],
+                "args": [
+                    "--task",
+                    "${task}",
+                    "--ns",
+                    "${namespace}",
+                    "--cameras",
+                    "--mode",
+                    "${clock}",
+                    "--control-hz",
+                    "${control_hz}",
+                    "--score-log",
+                    str(score_log),
+                ],
             }  # fmt: skip
         ],
     }
@@ -123,3 +133,53 @@ def test_privileged_is_twin_only_in_the_setup_schema(tmp_path: Path) -> None:
     assert parse_setup({**twin, "privileged": False}).privileged is False
     with pytest.raises(SetupError, match="privileged"):
         parse_setup({**twin, "privileged": "no"})
+
+
+def _cli(args: list[str], domain: int, timeout_s: float = 300) -> dict:
+    import json
+
+    from record_helpers import Cli
+
+    cli = Cli(args, domain)
+    try:
+        code, stdout = cli.finish(timeout_s)
+    finally:
+        cli.kill()
+    assert code == 0, "\n".join(cli.lines)
+    return json.loads(stdout)
+
+
+def test_record_and_label_on_a_blind_twin_take_success_from_the_humans_button(
+    tmp_path: Path, a2_domain: int
+) -> None:
+    """The simulated human (its own node, which may read the truth) presses success as a
+    person would; record keeps its episodes as successes and label marks positive frames, with
+    no task reference (-1) and no truth read by the recorder."""
+    from record_helpers import lockstep_setup
+
+    from robot_rl.app.label import read_frames
+    from robot_rl.replay import EpisodeLog
+
+    raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
+    setup = tmp_path / "blind.yaml"
+    setup.write_text(yaml.safe_dump({**raw, "task": "reach", "privileged": False}))
+    common = ["--setup", str(setup), "--launch", "--teleop", "sim-expert"]
+    common += ["--realtime-factor", "0", "--json", "--log-dir", str(tmp_path / "logs")]
+
+    demos = tmp_path / "demos.zarr"
+    res = _cli(["record", *common, "--out", str(demos), "--episodes", "3"], a2_domain)
+    with EpisodeLog.open(demos, unfinished="drop", mode="r") as log:
+        meta, eps = dict(log.meta), [e for e in log.episodes]
+    assert meta["success_from"] == "buttons", res
+    assert [e.success for e in eps] == [True, True, True], res  # the button, not the task
+    assert all(e.length < 50 for e in eps), "success (the button) ends the episode"
+
+    frames = tmp_path / "frames.zarr"
+    args = ["label", *common, "--out", str(frames), "--episodes", "2"]
+    _cli([*args, "--max-episode-steps", "40"], a2_domain)
+    f = read_frames(frames)
+    assert 0 < int(f["label"].sum()) < len(f["label"])  # held once the goal is reached
+    assert (f["task_success"] == -1).all()  # nothing read the task's success
+    with pytest.raises(AssertionError, match="success-from task"):
+        _cli(["record", *common, "--out", str(tmp_path / "x.zarr"), "--episodes", "1",
+              "--success-from", "task"], a2_domain)  # fmt: skip
