@@ -26,6 +26,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
     from robot_rl.app import evaluate as eval_cmd
     from robot_rl.app import label as label_cmd
     from robot_rl.app import record as record_cmd
+    from robot_rl.app.rehearse import RehearseConfig
     from robot_rl.app.up import UpConfig
     from robot_rl.cli import commands
 
@@ -43,6 +44,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
             "label": label_cmd.LabelConfig,
             "dataset": commands.dataset_command,
             "reward": commands.reward_command,
+            "rehearse": RehearseConfig,
         },
         prog="robot-rl",
         description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same interfaces.",
@@ -90,6 +92,19 @@ def _run(cfg: Any) -> int:
             return up.run(cfg)  # the live table is the command line's
         except ValueError as e:  # includes drivers.setup.SetupError
             return error(str(e))
+
+    from robot_rl.app import rehearse
+
+    if isinstance(cfg, rehearse.RehearseConfig):
+        try:
+            result = rehearse.run_rehearse(cfg)
+        except (*user_errors(), rehearse.RehearsalError, TimeoutError) as e:
+            return error(f"{type(e).__name__}: {e}")
+        if cfg.json:
+            emit_json(result)
+        else:
+            print((cfg.out / "summary.md").read_text())
+        return 0
 
     if isinstance(cfg, rollout.RolloutConfig):
         try:

@@ -69,7 +69,8 @@ def _drive_to_goal(env, obs, steps: int) -> list[dict]:
 
 
 def test_a_blind_run_reads_no_truth_and_the_twin_scores_it(tmp_path: Path, a2_domain: int) -> None:
-    from drivers.ros_task import RosTwinSceneTask
+    from drivers.ros.graph import topic_subscribers
+    from drivers.ros_task import RosTwinSceneTask, RosTwinTask, RosTwinTaskConfig
     from robot_rl.app.ros_env import make_ros_env
     from sim.scoring import read_scores
 
@@ -106,6 +107,10 @@ def test_a_blind_run_reads_no_truth_and_the_twin_scores_it(tmp_path: Path, a2_do
         node = backend.session.node
         assert node.count_subscribers(backend.session.topic("task/status")) == 0
         assert node.count_subscribers(backend.session.topic("ee_pose")) >= 1
+        # The graph probe `robot-rl rehearse` enforces with sees a reader when there is one.
+        RosTwinTask(RosTwinTaskConfig("reach"), lambda: 0.0, backend.session).connect()
+        seen = topic_subscribers(a2_domain, "/arm/task/status", "robot_rl_env", 30.0)
+        assert seen == ["robot_rl_env"]
     finally:
         env.close()
         backend.close()  # stops the twin: the open episode 3 is written as "stop"

@@ -1,0 +1,238 @@
+"""The report of ``robot-rl rehearse`` (:mod:`robot_rl.app.rehearse`): figures, PNGs, summary.
+
+Training episodes are joined in order: the actor's log (``<out>/actor/log.zarr``: the
+classifier's verdict as ``success``, the corrections as ``extra["interventions"]``, the length)
+with the twin's own scores of the episodes that started after the training did
+(``<out>/scores.jsonl``; each actor episode begins with one scene reset). The actor's last,
+unfinished episode is not in its log; its score is left out.
+
+Per episode: robot time at its end (actor steps so far / control rate), the twin's success, the
+classifier's, the corrections. Figures: success over the last ``target_episodes`` uncorrected
+episodes, robot minutes until the target was first met (over a moving window of that many
+uncorrected episodes), the classifier's online false positives (it confirmed, the twin says no)
+and false negatives (the twin saw success, it never confirmed), the actor's tick overruns and
+worst tick, the learner's updates and updates per second of training wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[str, Any]]:
+    """The joined training episodes (see the module docstring)."""
+    from robot_rl.replay import EpisodeLog
+    from sim.scoring import read_scores
+
+    log_path = out / "actor" / "log.zarr"
+    metas = []
+    if (log_path / "zarr.json").exists():  # read while the actor writes: committed episodes
+        with EpisodeLog.open(log_path, unfinished="drop", mode="r") as log:
+            metas = list(log.episodes)
+    scores_path = out / "scores.jsonl"
+    scores = [r for r in read_scores(scores_path) if r["wall_start"] >= since] if (
+        scores_path.exists()
+    ) else []  # fmt: skip
+    rows, steps = [], 0
+    for meta, score in zip(metas, scores, strict=False):
+        steps += int(meta.length)
+        extra = meta.extra or {}
+        rows.append(
+            {
+                "episode": int(meta.index),
+                "robot_s": steps / control_hz,
+                "length": int(meta.length),
+                "twin_success": bool(score["success"]),
+                "classifier_success": bool(meta.success),
+                "interventions": int(extra.get("interventions", 0)),
+                "intervened_steps": int(extra.get("intervened_steps", 0)),
+            }
+        )
+    return rows
+
+
+def _window_success(rows: list[dict], n: int) -> list[tuple[float, float]]:
+    """(robot_s, success over the last n uncorrected episodes) after each uncorrected one."""
+    out, ok = [], []
+    for r in rows:
+        if r["interventions"] == 0:
+            ok.append(r["twin_success"])
+            if len(ok) >= n:
+                out.append((r["robot_s"], float(np.mean(ok[-n:]))))
+    return out
+
+
+def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
+    """The report's figures from the joined episodes."""
+    clean = [r for r in rows if r["interventions"] == 0]
+    last = clean[-n:]
+    window = _window_success(rows, n)
+    met = next((s for s, rate in window if rate >= target), None)
+    fp = sum(r["classifier_success"] and not r["twin_success"] for r in rows)
+    fn = sum(r["twin_success"] and not r["classifier_success"] for r in rows)
+    return {
+        "episodes": len(rows),
+        "uncorrected_episodes": len(clean),
+        "robot_minutes": rows[-1]["robot_s"] / 60.0 if rows else 0.0,
+        "success_last_uncorrected": float(np.mean([r["twin_success"] for r in last]))
+        if last
+        else None,
+        "success_last_uncorrected_n": len(last),
+        "success_all": float(np.mean([r["twin_success"] for r in rows])) if rows else None,
+        "target": target,
+        "target_episodes": n,
+        "robot_minutes_to_target": None if met is None else met / 60.0,
+        "classifier_false_positives": int(fp),
+        "classifier_false_negatives": int(fn),
+        "interventions": int(sum(r["interventions"] for r in rows)),
+        "interventions_first_half": _mean_interventions(rows[: len(rows) // 2]),
+        "interventions_second_half": _mean_interventions(rows[len(rows) // 2 :]),
+    }
+
+
+def _mean_interventions(rows: list[dict]) -> float | None:
+    return float(np.mean([r["interventions"] for r in rows])) if rows else None
+
+
+def _rolling(values: list[float], k: int) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    idx = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, idx - k)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def plot(rows: list[dict], out: Path, title: str) -> list[str]:
+    """success.png and interventions.png over robot minutes; the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["robot_s"] / 60.0 for r in rows]
+    k = 10
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(t, _rolling([r["twin_success"] for r in rows], k), label="success (twin's score)")
+    ax.plot(t, _rolling([r["classifier_success"] for r in rows], k), "--",
+            label="success (classifier's verdict)")  # fmt: skip
+    ax.set(xlabel="robot time (min)", ylabel=f"rate (last {k} episodes)", ylim=(-0.02, 1.02))
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    p = out / "success.png"
+    fig.savefig(p, dpi=100)
+    plt.close(fig)
+    paths.append(str(p))
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot(t, _rolling([r["interventions"] for r in rows], k))
+    ax.set(xlabel="robot time (min)", ylabel=f"corrections / episode (last {k})")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    p = out / "interventions.png"
+    fig.savefig(p, dpi=100)
+    plt.close(fig)
+    paths.append(str(p))
+    return paths
+
+
+def write_report(
+    out: Path, cfg: Any, steps: dict[str, dict[str, float]], results: dict[str, Any]
+) -> dict[str, Any]:
+    """``report.json``, the PNGs and ``summary.md`` in ``out``; the report dict."""
+    since = steps.get("train", {}).get("wall_start", float("inf"))
+    rows = training_episodes(out, cfg.control_hz, since)
+    fig = figures(rows, cfg.target_success, cfg.target_episodes)
+    actor = results.get("actor") or {}
+    learner = results.get("learner") or {}
+    train_wall = steps.get("train", {})
+    wall_s = train_wall.get("wall_end", 0.0) - train_wall.get("wall_start", 0.0)
+    fig.update(
+        actor_steps=actor.get("env_steps"),
+        actor_tick_overruns=actor.get("tick_overruns"),
+        actor_max_tick_work_s=actor.get("max_tick_work_s"),
+        observation_age_s=None,  # not measured yet (see docs/real_robot.md)
+        learner_updates=learner.get("updates"),
+        learner_updates_per_s=(learner["updates"] / wall_s)
+        if learner.get("updates") and wall_s
+        else None,  # fmt: skip
+        train_wall_s=wall_s,
+    )
+    ev = results.get("reward_eval") or {}
+    report = {
+        "benchmark": "rehearsal",
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        "machine": {"cpus": _cpus(), "platform": platform.platform()},
+        "steps": {k: {**v, "wall_s": v["wall_end"] - v["wall_start"]} for k, v in steps.items()},
+        "record": _pick(results.get("record"), "kept", "successes", "dataset_steps"),
+        "label": _pick(results.get("label"), "kept", "positives", "negatives"),
+        "classifier": {
+            "threshold": ev.get("threshold"),
+            "precision": ev.get("precision"),
+            "recall": ev.get("recall"),
+            "held_out_frames": ev.get("frames"),
+        },
+        "train": results.get("train"),
+        "figures": fig,
+        "episodes": rows,
+    }
+    if rows:
+        report["plots"] = plot(rows, out, f"rehearsal: {cfg.task} from {cfg.obs}")
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "summary.md").write_text(summary(report))
+    return report
+
+
+def _pick(d: Any, *keys: str) -> dict | None:
+    return None if not isinstance(d, dict) else {k: d.get(k) for k in keys}
+
+
+def _cpus() -> int | None:
+    import os
+
+    return os.cpu_count()
+
+
+def _fmt(v: Any, spec: str = ".2f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A short markdown summary of a report."""
+    f, c, cfg = report["figures"], report["classifier"], report["config"]
+    train = report.get("train") or {}
+    lines = [
+        f"# Rehearsal: {cfg['task']} from {cfg['obs']}",
+        "",
+        f"- Success over the last {f['success_last_uncorrected_n']} uncorrected episodes (the "
+        f"twin's score): **{_fmt(f['success_last_uncorrected'])}** (target {cfg['target_success']}"
+        f" over {cfg['target_episodes']}); robot minutes to target: "
+        f"{_fmt(f['robot_minutes_to_target'], '.1f')}; stopped by {train.get('stopped_by')}.",
+        f"- Robot time {f['robot_minutes']:.1f} min, {f['episodes']} episodes, corrections "
+        f"{f['interventions']} (per episode: first half "
+        f"{_fmt(f['interventions_first_half'])}, second half "
+        f"{_fmt(f['interventions_second_half'])}).",
+        f"- Classifier: precision {_fmt(c['precision'])}, recall {_fmt(c['recall'])} held out "
+        f"(threshold {_fmt(c['threshold'], '.3f')}); online false positives "
+        f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}.",
+        f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
+        f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s); learner {f['learner_updates']} updates, "
+        f"{_fmt(f['learner_updates_per_s'])} updates/s.",
+        f"- Readers of the twin's truth (task/status) during training: "
+        f"{train.get('privileged_readers')}.",
+        "",
+        "![success](success.png)",
+        "",
+        "![corrections](interventions.png)",
+        "",
+    ]
+    return "\n".join(lines)

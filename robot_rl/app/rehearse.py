@@ -1,0 +1,416 @@
+"""``robot-rl rehearse``: the real-robot day, rehearsed on the twin played as a real robot.
+
+    robot-rl rehearse --out runs/rehearsal --task pick_cube --obs pixels --robot-minutes 60
+
+Each step is the command a user types on the robot day, run as its own process against one
+real-time twin that the run may not read the truth of (a setup with ``privileged: false``,
+written to ``<out>/setup.yaml``):
+
+1. ``robot-rl up <out>/setup.yaml``: the twin in real time, its cameras, and its own episode
+   scoring (``--score-log <out>/scores.jsonl``, :mod:`sim.scoring`), the only judge of what
+   the run achieved;
+2. ``robot-rl record --teleop sim-expert``: demonstrations, through the teleop topics, from the
+   simulated human, which presses success as a person would (the recorder cannot read it);
+3. ``robot-rl label --teleop sim-expert``: success frames (the human holds the button);
+4. ``robot-rl reward train`` and ``robot-rl reward eval``: the success classifier, its
+   precision and recall on held-out episodes and its calibrated threshold;
+5. ``robot-rl learner`` (its own process, gRPC on 127.0.0.1) and ``robot-rl actor --reward
+   <classifier> --human sim`` against the setup: reward and success only from the classifier,
+   corrections only through the teleop topics, on the wall clock. The training stops when the
+   last ``--target-episodes`` episodes without a correction succeeded at ``--target-success``
+   (as the twin scored them; the actor's log says which episodes were corrected), or after
+   ``--robot-minutes`` of robot time.
+
+No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
+env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
+the learner evaluates nothing on a twin of its own (``--eval-episodes 0``), and while the actor
+runs this command asks the ROS 2 graph which nodes read ``task/status``: anything but the
+simulated human (node ``teleop``) stops the rehearsal (``privileged_readers`` in the report).
+
+The report directory holds every step's JSON and log, ``report.json`` (the figures), PNGs and
+``summary.md`` (:mod:`robot_rl.app.rehearsal_report`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from robot_rl.app.rehearsal_report import training_episodes
+
+STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train")
+"""The rehearsal's steps, in order (``report.json``'s ``steps`` holds each one's wall time)."""
+HUMAN_NODE = "teleop"
+"""The simulated human's node name (``sim.human_node``): the one reader of ``task/status``
+allowed besides the twin's own scoring."""
+
+
+@dataclass(frozen=True)
+class RehearseConfig:
+    """``robot-rl rehearse``: the robot day on the twin (see the module docstring)."""
+
+    out: Path = Path("runs/rehearsal")
+    """Report directory (refused if it holds a report; steps' data, logs and figures)."""
+    task: str = "pick_cube"
+    """Twin task."""
+    obs: Literal["state", "pixels"] = "pixels"
+    """What the policy sees: pixels (the setup's cameras + the robot state) or state (the robot
+    state only: the run may not read object poses; reach needs nothing else)."""
+    cameras: tuple[str, ...] = ("front", "wrist")
+    """The setup's cameras (the classifier's; the policy's too with --obs pixels)."""
+    image_size: int = 128
+    """Camera frames are image_size x image_size pixels."""
+    control_hz: float = 10.0
+    """Control rate of the robot day."""
+    demos: int = 20
+    """Demonstrations to record."""
+    label_episodes: int = 10
+    """Episodes to label for the classifier."""
+    label_max_steps: int | None = None
+    """Step limit of a labelling episode (None: the task's)."""
+    robot_minutes: float = 60.0
+    """Robot-time budget of the training (actor steps / control_hz)."""
+    target_success: float = 0.9
+    """Stop when the last --target-episodes uncorrected episodes succeeded this often."""
+    target_episodes: int = 50
+    """Scored episodes the target is measured over."""
+    port: int = 50071
+    """The learner's port on 127.0.0.1."""
+    domain_id: int | None = None
+    """ROS_DOMAIN_ID of the rehearsal's graph (default: $ROS_DOMAIN_ID, else 0)."""
+    seed: int = 0
+    """Seed of the learner, the actor and the recorded episodes."""
+    learner_args: tuple[str, ...] = ()
+    """More options of `robot-rl learner` (e.g. --utd 2)."""
+    actor_args: tuple[str, ...] = ()
+    """More options of `robot-rl actor`."""
+    progress: bool = True
+    """Show progress on stderr."""
+    json: bool = False
+    """Print exactly one JSON object (the report) on stdout."""
+
+    def __post_init__(self) -> None:
+        if self.demos < 1 or self.label_episodes < 2:
+            raise ValueError("--demos must be >= 1 and --label-episodes >= 2")
+        if not self.robot_minutes > 0:
+            raise ValueError(f"--robot-minutes must be > 0, got {self.robot_minutes}")
+        if not 0.0 < self.target_success <= 1.0 or self.target_episodes < 1:
+            raise ValueError("--target-success must be in (0, 1] and --target-episodes >= 1")
+        if not self.cameras:
+            raise ValueError("--cameras: the classifier needs at least one camera")
+
+    @property
+    def robot_steps(self) -> int:
+        """The training budget in actor steps."""
+        return max(1, round(self.robot_minutes * 60.0 * self.control_hz))
+
+
+class RehearsalError(RuntimeError):
+    """A step failed; the message names it and the tail of its log."""
+
+
+def write_setup(cfg: RehearseConfig) -> Path:
+    """``<out>/setup.yaml``: the real-time twin played as a real robot, scoring its episodes."""
+    cams = [{"name": c, "height": cfg.image_size, "width": cfg.image_size} for c in cfg.cameras]
+    twin_args = ["--task", "${task}", "--ns", "${namespace}", "--cameras", *cfg.cameras,
+                 "--image-size", str(cfg.image_size), "--mode", "${clock}",
+                 "--control-hz", "${control_hz}",
+                 "--score-log", str((cfg.out / "scores.jsonl").resolve())]  # fmt: skip
+    raw = {
+        "name": "rehearsal",
+        "namespace": "arm",
+        "robot": "twin",
+        "task": cfg.task,
+        "clock": "realtime",
+        "control_hz": cfg.control_hz,
+        "privileged": False,
+        "cameras": cams,
+        "nodes": [
+            {
+                "name": "twin",
+                "module": "sim.ros_node",
+                "args": twin_args,
+                "restart": {"policy": "never"},
+                "required": True,
+            }
+        ],
+    }
+    path = cfg.out / "setup.yaml"
+    path.write_text(
+        "# written by `robot-rl rehearse`: the twin played as a real robot\n"
+        + yaml.safe_dump(raw, sort_keys=False)
+    )
+    return path
+
+
+class _Say:
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __call__(self, msg: str) -> None:
+        if self.on:
+            print(f"[rehearse] {msg}", file=sys.stderr, flush=True)
+
+
+class Rehearsal:
+    """Runs the steps (see the module docstring); :meth:`run` returns the report dict."""
+
+    def __init__(self, cfg: RehearseConfig) -> None:
+        self.cfg = cfg
+        self.out = cfg.out
+        self.logs = cfg.out / "logs"
+        self.say = _Say(cfg.progress)
+        self.domain = cfg.domain_id if cfg.domain_id is not None else int(
+            os.environ.get("ROS_DOMAIN_ID", 0)
+        )  # fmt: skip
+        self.env = self._env()
+        self.steps: dict[str, dict[str, float]] = {}
+        self.results: dict[str, Any] = {}
+        self._procs: list[subprocess.Popen] = []
+
+    def _env(self) -> dict[str, str]:
+        from drivers.ros.env import ros_env
+
+        extra = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        return ros_env(self.domain, extra=extra)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _cmd(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "robot_rl.cli.main", *args]
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        out = (self.logs / f"{name}.json").open("w")
+        err = (self.logs / f"{name}.log").open("w")
+        proc = subprocess.Popen(
+            self._cmd(*args), stdout=out, stderr=err, env=self.env, start_new_session=True
+        )
+        out.close()
+        err.close()
+        self._procs.append(proc)
+        return proc
+
+    def _json(self, name: str) -> Any:
+        text = (self.logs / f"{name}.json").read_text().strip()
+        return json.loads(text) if text else None
+
+    def _tail(self, name: str, lines: int = 15) -> str:
+        path = self.logs / f"{name}.log"
+        return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
+
+    def _step(self, name: str, args: list[str], timeout_s: float | None = None) -> Any:
+        """Run one command to its end; its JSON (stdout), or RehearsalError."""
+        self.say(f"{name}: robot-rl {' '.join(args)}")
+        t0 = time.time()
+        proc = self._spawn(name, args)
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(proc, 10.0)
+            raise RehearsalError(
+                f"step {name} did not finish in {timeout_s:g} s; its log "
+                f"({self.logs / (name + '.log')}) ends:\n{self._tail(name)}"
+            ) from None
+        self.steps[name] = {"wall_start": t0, "wall_end": time.time()}
+        if code != 0:
+            raise RehearsalError(
+                f"step {name} failed (exit {code}); its log ({self.logs / (name + '.log')}) "
+                f"ends:\n{self._tail(name)}"
+            )
+        res = self._json(name)
+        self.results[name] = res
+        return res
+
+    # -- the day -----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        if (self.out / "report.json").exists():
+            raise FileExistsError(f"{self.out} holds a rehearsal report; choose another --out")
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1))
+        setup = write_setup(cfg)
+        up = None
+        try:
+            up = self._up(setup)
+            common = ["--setup", str(setup), "--teleop", "sim-expert", "--json"]
+            obs = ["--obs", cfg.obs] + (["--cameras", *cfg.cameras] if cfg.obs == "pixels" else [])
+            size = ["--image-size", str(cfg.image_size)]
+            self._step("record", ["record", *common, "--out", str(self.out / "demos.zarr"),
+                                  "--episodes", str(cfg.demos), *obs, *size,
+                                  "--seed", str(3_000_000 + 1000 * cfg.seed)])  # fmt: skip
+            steps = [] if cfg.label_max_steps is None else ["--max-episode-steps",
+                                                            str(cfg.label_max_steps)]  # fmt: skip
+            self._step("label", ["label", *common, "--out", str(self.out / "frames.zarr"),
+                                 "--episodes", str(cfg.label_episodes), *size, *steps,
+                                 "--cameras", *cfg.cameras])  # fmt: skip
+            self._step("reward_train", ["reward", "train", "--frames",
+                                        str(self.out / "frames.zarr"), "--out",
+                                        str(self.out / "classifier"), "--json"])  # fmt: skip
+            self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
+                                       "--json"])  # fmt: skip
+            self._train(setup, obs, size)
+        finally:
+            for p in self._procs:
+                _stop(p, 15.0)
+            if up is not None:
+                self.steps["up"]["wall_end"] = time.time()
+        from robot_rl.app.rehearsal_report import write_report
+
+        return write_report(self.out, cfg, self.steps, self.results)
+
+    def _up(self, setup: Path) -> subprocess.Popen:
+        log_dir = self.out / "nodes"
+        self.say(f"up: robot-rl up {setup}")
+        t0 = time.time()
+        proc = self._spawn("up", ["up", str(setup), "--log-dir", str(log_dir)])
+        twin_log = log_dir / "twin.log"
+        end = time.monotonic() + 120.0
+        while not (twin_log.exists() and "twin ready" in twin_log.read_text(errors="replace")):
+            if proc.poll() is not None:
+                raise RehearsalError(f"robot-rl up exited ({proc.returncode}):\n{self._tail('up')}")
+            if time.monotonic() > end:
+                raise RehearsalError(f"the twin was not ready in 120 s:\n{self._tail('up')}")
+            time.sleep(0.2)
+        self.steps["up"] = {"wall_start": t0, "wall_end": time.time()}
+        return proc
+
+    def _train(self, setup: Path, obs: list[str], size: list[str]) -> None:
+        cfg = self.cfg
+        bind = f"127.0.0.1:{cfg.port}"
+        env_args = ["--task", cfg.task, *obs, *size]
+        t0 = time.time()
+        learner = self._spawn("learner", [
+            "learner", "--run", str(self.out / "learner"), "--bind", bind,
+            "--demos", str(self.out / "demos.zarr"), "--learned-reward", "--eval-episodes", "0",
+            "--steps", str(10 * cfg.robot_steps), "--seed", str(cfg.seed), "--no-progress",
+            "--json", *env_args, *cfg.learner_args])  # fmt: skip
+        actor = self._spawn("actor", [
+            "actor", "--learner", bind, "--run", str(self.out / "actor"), "--setup", str(setup),
+            "--reward", str(self.out / "classifier"), "--human", "sim", "--seed", str(cfg.seed),
+            "--steps", str(cfg.robot_steps), "--no-progress", "--json", *env_args,
+            *cfg.actor_args])  # fmt: skip
+        self.say(f"train: learner on {bind}, actor on {setup} for {cfg.robot_minutes:g} robot min")
+        readers = None
+        stopped_by = "budget"
+        bar = _bar(cfg)
+        try:
+            while actor.poll() is None:
+                if learner.poll() is not None:
+                    raise RehearsalError(
+                        f"the learner exited ({learner.returncode}):\n{self._tail('learner')}"
+                    )
+                if readers is None:
+                    # the human node starts with the actor; its subscription shows discovery
+                    readers = self._privileged_readers(lambda: actor.poll() is not None)
+                    bad = [n for n in readers or () if n != HUMAN_NODE]
+                    if bad:
+                        raise RehearsalError(
+                            f"nodes {bad} subscribe to task/status: the run may not read the "
+                            "twin's truth (only the simulated human may)"
+                        )
+                done = training_episodes(self.out, cfg.control_hz, t0)
+                if bar is not None:
+                    bar.n = min(bar.total, round(time.time() - t0))
+                    bar.set_postfix_str(_recent(done, cfg.target_episodes))
+                    bar.refresh()
+                if _target_met(done, cfg):
+                    stopped_by = "target"
+                    self.say("train: success target met; stopping the actor")
+                    actor.send_signal(signal.SIGINT)
+                    actor.wait(120.0)
+                    break
+                time.sleep(1.0)
+        finally:
+            if bar is not None:
+                bar.close()
+        if actor.returncode not in (0, -signal.SIGINT, 130):
+            raise RehearsalError(f"the actor failed ({actor.returncode}):\n{self._tail('actor')}")
+        learner.send_signal(signal.SIGINT)
+        try:
+            learner.wait(120.0)
+        except subprocess.TimeoutExpired:
+            _stop(learner, 10.0)
+        self.steps["train"] = {"wall_start": t0, "wall_end": time.time()}
+        self.results["actor"] = self._json("actor")
+        self.results["learner"] = self._json("learner")
+        self.results["train"] = {"stopped_by": stopped_by, "privileged_readers": readers}
+
+    def _privileged_readers(self, actor_ended: Any) -> list[str] | None:
+        """Names of the nodes subscribed to ``/arm/task/status``, once the simulated human's
+        subscription is seen (so the graph has been discovered); None if the actor ended
+        first."""
+        from drivers.ros.graph import topic_subscribers
+
+        return topic_subscribers(
+            self.domain, "/arm/task/status", HUMAN_NODE, timeout_s=600.0, give_up=actor_ended
+        )
+
+
+def _target_met(rows: list[dict], cfg: RehearseConfig) -> bool:
+    """The last ``target_episodes`` uncorrected episodes succeeded (the twin's score) at least
+    ``target_success`` of the time (the report's ``robot_minutes_to_target`` rule)."""
+    clean = [r["twin_success"] for r in rows if r["interventions"] == 0][-cfg.target_episodes :]
+    return len(clean) == cfg.target_episodes and sum(clean) / len(clean) >= cfg.target_success
+
+
+def _recent(rows: list[dict], n: int) -> str:
+    clean = [r["twin_success"] for r in rows if r["interventions"] == 0][-n:]
+    if not clean:
+        return f"{len(rows)} episodes, none uncorrected yet"
+    rate = sum(clean) / len(clean)
+    return f"{len(rows)} episodes, uncorrected success {rate:.2f} (last {len(clean)})"
+
+
+def _bar(cfg: RehearseConfig):
+    if not cfg.progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=round(cfg.robot_minutes * 60), desc="robot time", unit="s", file=sys.stderr)
+
+
+def _stop(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the process's group, each after ``timeout_s``."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _jsonable(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _jsonable(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_jsonable(v) for v in d]
+    if isinstance(d, Path):
+        return str(d)
+    return d
+
+
+def run_rehearse(cfg: RehearseConfig) -> dict[str, Any]:
+    """Run the rehearsal (see the module docstring); the report dict.
+
+    Raises:
+        RehearsalError: A step failed (the message names it and ends with its log).
+        FileExistsError: ``--out`` holds a report.
+    """
+    return Rehearsal(cfg).run()

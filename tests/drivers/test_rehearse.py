@@ -1,0 +1,73 @@
+"""`robot-rl rehearse` on reach from state with small budgets: every step of the robot day as
+its own process (up, record, label, reward train / eval, learner + actor over gRPC) against
+the real-time twin played as a real robot, and every artefact of the report checked.
+
+The target (90% of 10 uncorrected episodes) may or may not be met in half a robot minute; the
+test asserts on the chain and the report, not on learning (bench/rehearsal.py measures that).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drivers.ros.env import ros_env
+
+pytest.importorskip("rclpy")
+pytest.importorskip("mujoco")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: int) -> None:
+    import os
+
+    out = tmp_path / "day"
+    args = ["rehearse", "--out", str(out), "--task", "reach", "--obs", "state",
+            "--cameras", "front", "--image-size", "64", "--demos", "3", "--label-episodes", "4",
+            "--label-max-steps", "20", "--robot-minutes", "0.5", "--target-episodes", "10",
+            "--domain-id", str(a2_domain), "--port", str(_free_port()), "--json",
+            "--no-progress"]  # fmt: skip
+    env = ros_env(a2_domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli.main", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report == json.loads((out / "report.json").read_text())
+    assert set(report["steps"]) == {"up", "record", "label", "reward_train", "reward_eval", "train"}
+    assert report["record"]["kept"] == 3 and report["record"]["successes"] == 3
+    assert report["label"]["positives"] > 0 and report["label"]["negatives"] > 0
+    c = report["classifier"]
+    assert 0.0 <= c["precision"] <= 1.0 and 0.0 <= c["recall"] <= 1.0 and c["threshold"]
+    # Nothing but the simulated human read the twin's truth while the actor ran.
+    assert report["train"]["privileged_readers"] == ["teleop"]
+    f = report["figures"]
+    assert f["episodes"] >= 3 and f["actor_steps"] > 0 and f["learner_updates"] > 0
+    assert f["robot_minutes"] <= 0.5 + 1e-9
+    assert all(isinstance(r["twin_success"], bool) for r in report["episodes"])
+    assert sum(r["length"] for r in report["episodes"]) <= f["actor_steps"]
+    for name in ("success.png", "interventions.png", "summary.md", "setup.yaml", "config.json"):
+        assert (out / name).stat().st_size > 0, name
+    for name in ("demos.zarr", "frames.zarr", "classifier", "learner", "actor"):
+        assert (out / name).exists(), name
+    # The twin scored every episode of the day, demos and labelling included.
+    scored = [json.loads(s) for s in (out / "scores.jsonl").read_text().splitlines()]
+    assert len(scored) >= 1 + 3 + 4 + f["episodes"]
+    assert "privileged: false" in (out / "setup.yaml").read_text().replace("'", "")
+    # A second run into the same directory is refused, nothing overwritten.
+    again = subprocess.run([sys.executable, "-m", "robot_rl.cli.main", *args], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode != 0 and "holds a rehearsal report" in again.stderr
