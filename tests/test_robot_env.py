@@ -104,8 +104,10 @@ def test_stale_camera_frame_is_an_error_and_robot_holds():
         "pick_cube", SimConfig(cameras=("front",), image_height=32, image_width=32), env_cfg
     )
     env = RobotEnv(b.robot, [FrozenCamera(b.cameras[0])], b.task, b.clock, env_cfg)
-    env.reset(seed=4)
-    env.step(np.zeros(7, np.float32))  # 0.1 s old: fine
+    _, info = env.reset(seed=4)
+    assert info[keys.INFO_OBS_AGE] == pytest.approx(0.0, abs=1e-9)
+    _, _, _, _, info = env.step(np.zeros(7, np.float32))  # 0.1 s old: fine
+    assert info[keys.INFO_OBS_AGE] == pytest.approx(0.1, abs=1e-9)  # the oldest reading's age
     env.step(np.zeros(7, np.float32))  # 0.2 s old: fine
     with pytest.raises(StaleSensorError, match="'front' frame is 0.300 s old"):
         env.step(np.array([1, 0, 0, 0, 0, 0, 0], np.float32))

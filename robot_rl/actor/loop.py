@@ -198,6 +198,10 @@ class ActorStats:
     ticks: int = 0
     tick_overruns: int = 0
     max_tick_work_s: float = 0.0
+    mean_obs_age_s: float = 0.0
+    """Mean age of the observation's oldest sensor reading when the env assembled it (env
+    clock; ``info["obs_age_s"]``), over the steps of this process."""
+    max_obs_age_s: float = 0.0
     late_ticks: int = 0
     interventions: int = 0
     intervened_steps: int = 0
@@ -278,6 +282,7 @@ class Actor:
         self.traps = traps
         self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
+        self._ages = 0  # steps with an observation age (ActorStats.mean_obs_age_s)
         self.log = self._open_log(dict(log_meta or {}))
         online = [e for e in self.log.episodes if e.source == SOURCE_ONLINE]
         self.stats.env_steps = int(sum(e.length for e in online))
@@ -432,6 +437,7 @@ class Actor:
         st.env_steps += 1
         self._ep_len += 1
         self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
+        self._obs_age(info.get(keys.INFO_OBS_AGE))
         done = bool(terminated or truncated)
         if done:
             self._end_episode({})
@@ -463,6 +469,14 @@ class Actor:
         )  # fmt: skip
         self._end_episode({"ended_by": "stale_sensor", "error": str(err)[:500]})
         time.sleep(cfg.sensor_retry_s)
+
+    def _obs_age(self, age: float | None) -> None:
+        if age is None or not np.isfinite(age):
+            return
+        st = self.stats
+        self._ages += 1
+        st.mean_obs_age_s += (float(age) - st.mean_obs_age_s) / self._ages
+        st.max_obs_age_s = max(st.max_obs_age_s, float(age))
 
     def _tick(self, work_s: float) -> None:
         st, budget = self.stats, self.cfg.tick_budget_s

@@ -10,8 +10,9 @@ Per episode: robot time at its end (actor steps so far / control rate), the twin
 classifier's, the corrections. Figures: success over the last ``target_episodes`` uncorrected
 episodes, robot minutes until the target was first met (over a moving window of that many
 uncorrected episodes), the classifier's online false positives (it confirmed, the twin says no)
-and false negatives (the twin saw success, it never confirmed), the actor's tick overruns and
-worst tick, the learner's updates and updates per second of training wall time.
+and false negatives (the twin saw success, it never confirmed), the actor's tick overruns,
+worst tick and observation age (mean, max), the learner's updates and updates per second of
+training wall time.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def write_report(
         actor_steps=actor.get("env_steps"),
         actor_tick_overruns=actor.get("tick_overruns"),
         actor_max_tick_work_s=actor.get("max_tick_work_s"),
-        observation_age_s=None,  # not measured yet (see docs/real_robot.md)
+        actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
+        actor_max_obs_age_s=actor.get("max_obs_age_s"),
         learner_updates=learner.get("updates"),
         learner_updates_per_s=(learner["updates"] / wall_s)
         if learner.get("updates") and wall_s
@@ -225,7 +227,9 @@ def summary(report: dict[str, Any]) -> str:
         f"(threshold {_fmt(c['threshold'], '.3f')}); online false positives "
         f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}.",
         f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
-        f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s); learner {f['learner_updates']} updates, "
+        f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s); observation age mean "
+        f"{_fmt(f['actor_mean_obs_age_s'], '.3f')} s, max {_fmt(f['actor_max_obs_age_s'], '.3f')}"
+        f" s; learner {f['learner_updates']} updates, "
         f"{_fmt(f['learner_updates_per_s'])} updates/s.",
         f"- Readers of the twin's truth (task/status) during training: "
         f"{train.get('privileged_readers')}.",

@@ -108,6 +108,7 @@ class RobotEnv(gym.Env):
         self._start_pose: np.ndarray | None = None
         self._steps = 0
         self._needs_reset = True
+        self._obs_age_s = float("nan")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,6 +212,7 @@ class RobotEnv(gym.Env):
             )
         images: dict[str, np.ndarray] = {}
         stamps: dict[str, float] = {keys.STAMP_STATE: float(state.stamp_s)}
+        oldest = age
         for cam in self.cameras:
             frame = cam.read()
             age = now - frame.stamp_s
@@ -222,6 +224,8 @@ class RobotEnv(gym.Env):
                 )
             images[cam.name] = np.array(frame.image, dtype=np.uint8, copy=True)
             stamps[cam.name] = float(frame.stamp_s)
+            oldest = max(oldest, age)
+        self._obs_age_s = float(oldest)
         parts = {p: state.part(p) for p in self.config.state_parts}
         if keys.TCP_POSE in parts:
             q = parts[keys.TCP_POSE][3:7]
@@ -237,6 +241,7 @@ class RobotEnv(gym.Env):
             keys.INFO_FAILURE: bool(status.failure),
             keys.INFO_PRIVILEGED: {k: np.array(v, copy=True) for k, v in status.privileged.items()},
             keys.INFO_OVERRUNS: int(self.clock.overruns),
+            keys.INFO_OBS_AGE: self._obs_age_s,
         }
         if executed is not None:
             info[keys.INFO_COMMAND] = executed.as_array()

@@ -57,6 +57,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     f = report["figures"]
     assert f["episodes"] >= 3 and f["actor_steps"] > 0 and f["learner_updates"] > 0
     assert f["robot_minutes"] <= 0.5 + 1e-9
+    assert 0.0 < f["actor_mean_obs_age_s"] <= f["actor_max_obs_age_s"]  # real time: never 0
     assert all(isinstance(r["twin_success"], bool) for r in report["episodes"])
     assert sum(r["length"] for r in report["episodes"]) <= f["actor_steps"]
     for name in ("success.png", "interventions.png", "summary.md", "setup.yaml", "config.json"):
