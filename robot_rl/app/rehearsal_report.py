@@ -128,22 +128,20 @@ def plot(rows: list[dict], out: Path, title: str) -> list[str]:
     ax.set(xlabel="robot time (min)", ylabel=f"rate (last {k} episodes)", ylim=(-0.02, 1.02))
     ax.set_title(title)
     ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    p = out / "success.png"
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    paths.append(str(p))
+    paths.append(_save(plt, fig, ax, out / "success.png"))
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.plot(t, _rolling([r["interventions"] for r in rows], k))
     ax.set(xlabel="robot time (min)", ylabel=f"corrections / episode (last {k})")
+    paths.append(_save(plt, fig, ax, out / "interventions.png"))
+    return paths
+
+
+def _save(plt: Any, fig: Any, ax: Any, path: Path) -> str:
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    p = out / "interventions.png"
-    fig.savefig(p, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    paths.append(str(p))
-    return paths
+    return str(path)
 
 
 def write_report(

@@ -23,32 +23,12 @@ GOAL = np.array([0.5, 0.0, 0.12])  # sim.tasks.reach.GOAL_POS_M: fixed, part of 
 
 
 def _setup(path: Path, score_log: Path, privileged: bool) -> Path:
-    raw = {
-        "name": "blind",
-        "robot": "twin",
-        "task": "reach",
-        "clock": "lockstep",
-        "privileged": privileged,
-        "nodes": [
-            {
-                "name": "twin",
-                "module": "sim.ros_node",
-                "args": [
-                    "--task",
-                    "${task}",
-                    "--ns",
-                    "${namespace}",
-                    "--cameras",
-                    "--mode",
-                    "${clock}",
-                    "--control-hz",
-                    "${control_hz}",
-                    "--score-log",
-                    str(score_log),
-                ],
-            }  # fmt: skip
-        ],
-    }
+    """A lockstep reach twin without cameras, scoring its episodes into ``score_log``."""
+    from record_helpers import lockstep_setup
+
+    raw = yaml.safe_load(lockstep_setup(path).read_text())
+    raw.update(task="reach", privileged=privileged)
+    raw["nodes"][0]["args"] += ["--score-log", str(score_log)]
     path.write_text(yaml.safe_dump(raw))
     return path
 
