@@ -112,7 +112,8 @@ def _rolling(values: list[float], k: int) -> np.ndarray:
 
 
 def plot(rows: list[dict], out: Path, title: str) -> list[str]:
-    """success.png and interventions.png over robot minutes; the paths written."""
+    """success.png (the twin's score of all and of uncorrected episodes, the classifier's
+    verdict) and interventions.png, over robot minutes; the paths written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,6 +126,9 @@ def plot(rows: list[dict], out: Path, title: str) -> list[str]:
     ax.plot(t, _rolling([r["twin_success"] for r in rows], k), label="success (twin's score)")
     ax.plot(t, _rolling([r["classifier_success"] for r in rows], k), "--",
             label="success (classifier's verdict)")  # fmt: skip
+    clean = [r for r in rows if r["interventions"] == 0]
+    ax.plot([r["robot_s"] / 60.0 for r in clean], _rolling([r["twin_success"] for r in clean], k),
+            label="uncorrected episodes (twin's score)")  # fmt: skip
     ax.set(xlabel="robot time (min)", ylabel=f"rate (last {k} episodes)", ylim=(-0.02, 1.02))
     ax.set_title(title)
     ax.legend(loc="lower right")
