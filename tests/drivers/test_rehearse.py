@@ -72,3 +72,28 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     again = subprocess.run([sys.executable, "-m", "robot_rl.cli.main", *args], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert again.returncode != 0 and "holds a rehearsal report" in again.stderr
+
+
+@pytest.mark.slow
+def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int) -> None:
+    """The rehearsal as the stage's benchmark runs it (two cameras, pixels, EfficientNet-Lite0
+    features), with budgets small enough for a test: the chain and the report, not the target
+    (bench/rehearsal.py measures that)."""
+    import os
+
+    out = tmp_path / "pick"
+    args = ["rehearse", "--out", str(out), "--task", "pick_cube", "--obs", "pixels",
+            "--demos", "5", "--label-episodes", "6", "--robot-minutes", "3",
+            "--domain-id", str(a2_domain), "--port", str(_free_port()), "--json",
+            "--no-progress"]  # fmt: skip
+    env = ros_env(a2_domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli.main", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["record"]["kept"] == 5 and report["train"]["privileged_readers"] == ["teleop"]
+    f = report["figures"]
+    assert f["episodes"] >= 1 and f["actor_steps"] > 0 and f["learner_updates"] > 0
+    assert (out / "success.png").stat().st_size > 0
