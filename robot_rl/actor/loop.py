@@ -329,16 +329,10 @@ class Actor:
                     if obs is not None:  # hold still between episodes while paused
                         self._end_episode({"ended_by": "pause"})
                         obs = None
-                    t0 = time.monotonic()
-                    self.link.idle()
-                    time.sleep(cfg.pause_poll_s)
-                    st.paused_s += time.monotonic() - t0
+                    st.paused_s += self._idle()
                     continue
                 if obs is None and self._learner_behind():
-                    t0 = time.monotonic()
-                    self.link.idle()  # keep pushing: the learner is waiting for nothing else
-                    time.sleep(cfg.pause_poll_s)
-                    st.backlog_held_s += time.monotonic() - t0
+                    st.backlog_held_s += self._idle()
                     continue
                 self._held_for_backlog = False
                 try:
@@ -469,6 +463,14 @@ class Actor:
         )  # fmt: skip
         self._end_episode({"ended_by": "stale_sensor", "error": str(err)[:500]})
         time.sleep(cfg.sensor_retry_s)
+
+    def _idle(self) -> float:
+        """One poll period without acting (the link keeps pushing and reading control);
+        returns the seconds it took."""
+        t0 = time.monotonic()
+        self.link.idle()
+        time.sleep(self.cfg.pause_poll_s)
+        return time.monotonic() - t0
 
     def _obs_age(self, age: float | None) -> None:
         if age is None or not np.isfinite(age):
