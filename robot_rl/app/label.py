@@ -24,9 +24,17 @@ from typing import Any
 
 from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.record import env_wrappers
-from robot_rl.app.teleop_env import ButtonEdges, Pacer, StopFlag, TeleopRunConfig, check_out
+from robot_rl.app.teleop_env import (
+    ButtonEdges,
+    Pacer,
+    SensorFaults,
+    StopFlag,
+    TeleopRunConfig,
+    check_out,
+)
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
+from robot_rl.core.types import StaleSensorError
 
 LABEL_BUTTON = "success"
 END_BUTTONS = ("discard", "failure", "reset")
@@ -133,6 +141,7 @@ class _Labeler:
         self.run_pos = self.run_neg = 0
         self.stopped_by: str | None = None
         self._base, self._attempts = store.num_episodes, 0
+        self.faults = SensorFaults(view)
 
     def run(self) -> dict:
         with StopFlag() as stop:
@@ -152,6 +161,7 @@ class _Labeler:
             "store_positives": self.store.positives,
             "store_negatives": self.store.negatives,
             "store_episodes": self.store.num_episodes,
+            "sensor_faults": self.faults.count,
             "stopped_by": self.stopped_by,
         }
 
@@ -172,7 +182,11 @@ class _Labeler:
         env, teleop, store = self.sess.env, self.sess.teleop, self.store
         seed = self.cfg.seed + self._base + self._attempts
         self._attempts += 1
-        obs, info = env.reset(seed=seed)
+        try:
+            obs, info = env.reset(seed=seed)
+        except StaleSensorError as e:
+            self.faults.fault(e)
+            return
         self.edges.reset(teleop.read().buttons)  # presses during the reset do not count
         self.pacer.reset()
         index = store.begin_episode(seed=seed)
@@ -200,10 +214,16 @@ class _Labeler:
             a = teleop_to_action(state, self.action_dim, gripper_hold)
             gripper_hold = float(a[-1])
             self.pacer.wait()
-            obs, _, terminated, truncated, info = env.step(a)
+            try:
+                obs, _, terminated, truncated, info = env.step(a)
+            except StaleSensorError as e:
+                self.faults.fault(e)
+                end = "stale_sensor"
+                break
+            self.faults.ok()
             if terminated or truncated:
                 done = "task_failure" if terminated else "time_limit"
-        if end in ("discard", "stopped"):
+        if end in ("discard", "stopped", "stale_sensor"):
             store.abort_episode()
             self.discarded += end == "discard"
             self.view.event(f"episode {index} dropped: {end} ({pos + neg} frames)")

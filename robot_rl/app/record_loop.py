@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.app.teleop_env import ButtonEdges, Pacer, StopFlag
+from robot_rl.app.teleop_env import ButtonEdges, Pacer, SensorFaults, StopFlag
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
+from robot_rl.core.types import StaleSensorError
 
 SuccessFrom = Literal["buttons", "task", "both"]
 END_BUTTONS = ("discard", "failure", "success", "reset")
@@ -62,6 +63,7 @@ class Recorder:
         # The simulated human answers each observation; in lockstep, wait for that answer.
         self._answer = sess.lockstep and cfg.io.teleop == "sim-expert"
         self._late = 0
+        self.faults = SensorFaults(view)
 
     def run(self) -> dict:
         """Episodes until enough are kept, a stop signal, or the teleop node ends."""
@@ -86,6 +88,7 @@ class Recorder:
             "dataset_episodes": self.log.num_episodes,
             "dataset_steps": self.log.num_steps,
             "late_teleop_answers": self._late,
+            "sensor_faults": self.faults.count,
             "stopped_by": self.stopped_by,
             "per_episode": self.per_episode,
         }
@@ -107,7 +110,11 @@ class Recorder:
         env, teleop, log = self.sess.env, self.sess.teleop, self.log
         seed = self.cfg.seed + self._base + self._attempts
         self._attempts += 1
-        obs, info = env.reset(seed=seed)
+        try:
+            obs, info = env.reset(seed=seed)
+        except StaleSensorError as e:
+            self.faults.fault(e)
+            return
         self.edges.reset(teleop.read().buttons)  # presses during the reset do not count
         gripper_hold = -1.0  # the reset opens the gripper
         self.pacer.reset()
@@ -133,7 +140,13 @@ class Recorder:
             a_pol = self.amap.to_policy(a)
             o = self.adapter.to_learner(obs)
             self.pacer.wait()
-            obs, reward, terminated, truncated, info = env.step(self.amap.to_env(a_pol))
+            try:
+                obs, reward, terminated, truncated, info = env.step(self.amap.to_env(a_pol))
+            except StaleSensorError as e:
+                self.faults.fault(e)
+                end = "stale_sensor"
+                break
+            self.faults.ok()
             if pending is not None:
                 if not begun:
                     log.begin_episode("demo", policy_version=0, seed=seed)
@@ -205,7 +218,7 @@ class Recorder:
             self._video.drop()
         if end == "discard":
             self.discarded += 1
-        elif end == "stopped" and steps:
+        elif end in ("stopped", "stale_sensor") and steps:
             self.dropped += 1
         if steps or end == "discard":
             self.view.event(f"episode {index} dropped: {end} ({steps} steps)")

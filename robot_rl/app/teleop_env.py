@@ -368,6 +368,42 @@ class Pacer:
         self._next += self.period_s
 
 
+class SensorFaults:
+    """A stale sensor in a teleop session (``record``, ``label``): the open episode is dropped,
+    as a person would redo it, and the session waits ``retry_s`` and goes on with the next one;
+    it gives up (re-raises) once no step has succeeded for ``timeout_s``. Finished episodes are
+    never touched.
+
+    Args:
+        view: Where the event lines go (``LiveView.event``).
+        timeout_s: Seconds without a successful step before giving up.
+        retry_s: Wait after each fault, seconds.
+    """
+
+    def __init__(self, view: Any, timeout_s: float = 30.0, retry_s: float = 0.5) -> None:
+        self.view, self.timeout_s, self.retry_s = view, timeout_s, retry_s
+        self.count = 0
+        self._since: float | None = None
+
+    def ok(self) -> None:
+        """A step (or reset) succeeded."""
+        self._since = None
+
+    def fault(self, err: Exception) -> None:
+        """Count ``err``, re-raise it after ``timeout_s`` without a success, else wait."""
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        self.count += 1
+        if now - self._since >= self.timeout_s:
+            raise err
+        self.view.event(
+            f"stale sensor: {err}; this episode is dropped and the next starts once the sensors "
+            f"are fresh (giving up after {self.timeout_s:g} s without a step)"
+        )
+        time.sleep(self.retry_s)
+
+
 class StopFlag:
     """Context manager: SIGINT / SIGTERM set :attr:`requested` (the loop ends between steps);
     a second signal raises KeyboardInterrupt at once. Handlers are restored on exit."""

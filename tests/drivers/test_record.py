@@ -323,3 +323,47 @@ def test_record_with_the_simulated_human_mostly_succeeds(tmp_path: Path, a2_doma
         if ep["meta"].success:  # a pick: the gripper was closed through teleop/joy
             assert (ep["action"][:, -1] == 1.0).any()
     assert len(load_demos(out)) == sum(ep["meta"].length for ep in episodes)
+
+
+def test_a_stalled_twin_drops_the_open_episode_and_record_goes_on(
+    tmp_path: Path, a2_domain: int
+) -> None:
+    """A real-time twin frozen (SIGSTOP) mid-session: the sensors go stale, the open episode is
+    dropped (a person would redo it), and once the twin runs again the session goes on to the
+    episodes asked for; finished episodes are untouched."""
+    import os
+
+    import yaml
+
+    from drivers.ros.env import ros_env
+    from drivers.setup import load_setup
+    from robot_rl.app.nodes import Supervisor
+
+    raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
+    raw["clock"] = "realtime"
+    setup = tmp_path / "rt.yaml"
+    setup.write_text(yaml.safe_dump(raw))
+    extra = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    sup = Supervisor(load_setup(setup), tmp_path / "nodes", ros_env(a2_domain, extra=extra))
+    sup.start()
+    out = tmp_path / "demos.zarr"
+    args = ["record", "--setup", str(setup), "--out", str(out), "--episodes", "3", "--json"]
+    args += ["--teleop", "sim-expert", "--obs", "pixels", "--log-dir", str(tmp_path / "logs")]
+    cli = Cli(args, a2_domain)
+    try:
+        cli.wait_line(r"episode 1 started", 180)
+        twin = sup.nodes[0].pid
+        os.kill(twin, signal.SIGSTOP)
+        try:
+            cli.wait_line(r"stale sensor", 60)  # the recorder saw it while the twin was frozen
+        finally:
+            os.kill(twin, signal.SIGCONT)
+        code, stdout = cli.finish(300)
+    finally:
+        cli.kill()
+        sup.stop(5.0)
+    assert code == 0, "\n".join(cli.lines)
+    result = json.loads(stdout)
+    assert result["sensor_faults"] >= 1 and result["kept"] == 3, result
+    episodes, _ = _episodes(out)
+    assert len(episodes) == 3 and all(ep["meta"].finished for ep in episodes)
