@@ -180,7 +180,8 @@ class Rehearsal:
     def _env(self) -> dict[str, str]:
         from drivers.ros.env import ros_env
 
-        extra = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        # The steps render headless as `robot-rl` does: MUJOCO_GL as set, else OSMesa.
+        extra = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
         return ros_env(self.domain, extra=extra)
 
     # -- processes ---------------------------------------------------------------------------
