@@ -171,6 +171,12 @@ def write_report(
         else None,  # fmt: skip
         train_wall_s=wall_s,
     )
+    final = results.get("eval") or {}
+    fig.update(
+        final_eval_success=final.get("success_rate"),
+        final_eval_episodes=final.get("episodes"),
+        final_eval_env_steps=final.get("env_steps"),
+    )
     ev = results.get("reward_eval") or {}
     report = {
         "benchmark": "rehearsal",
@@ -217,6 +223,8 @@ def summary(report: dict[str, Any]) -> str:
     lines = [
         f"# Rehearsal: {cfg['task']} from {cfg['obs']}",
         "",
+        f"- The final policy (deterministic, no human) on {f['final_eval_episodes']} episodes of "
+        f"the direct twin: **{_fmt(f['final_eval_success'])}** success.",
         f"- Success over the last {f['success_last_uncorrected_n']} uncorrected episodes (the "
         f"twin's score): **{_fmt(f['success_last_uncorrected'])}** (target {cfg['target_success']}"
         f" over {cfg['target_episodes']}); robot minutes to target: "

@@ -20,6 +20,9 @@ written to ``<out>/setup.yaml``):
    last ``--target-episodes`` episodes without a correction succeeded at ``--target-success``
    (as the twin scored them; the actor's log says which episodes were corrected), or after
    ``--robot-minutes`` of robot time.
+6. ``robot-rl eval --run <out>/learner --episodes <target-episodes>``: the final policy,
+   deterministic and without the human, scored by the direct twin of the same task (the
+   evaluator, after the day; nothing of it reaches the run).
 
 No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
 env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
@@ -47,7 +50,7 @@ import yaml
 
 from robot_rl.app.rehearsal_report import training_episodes
 
-STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train")
+STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval")
 """The rehearsal's steps, in order (``report.json``'s ``steps`` holds each one's wall time)."""
 HUMAN_NODE = "teleop"
 """The simulated human's node name (``sim.human_node``): the one reader of ``task/status``
@@ -261,6 +264,8 @@ class Rehearsal:
             self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
                                        "--json"])  # fmt: skip
             self._train(setup, obs, size)
+            self._step("eval", ["eval", "--run", str(self.out / "learner"), "--episodes",
+                                str(cfg.target_episodes), "--json"])  # fmt: skip
         finally:
             for p in self._procs:
                 _stop(p, 15.0)

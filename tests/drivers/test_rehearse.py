@@ -47,7 +47,9 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout)
     assert report == json.loads((out / "report.json").read_text())
-    assert set(report["steps"]) == {"up", "record", "label", "reward_train", "reward_eval", "train"}
+    assert set(report["steps"]) == {
+        "up", "record", "label", "reward_train", "reward_eval", "train", "eval"
+    }  # fmt: skip
     assert report["record"]["kept"] == 3 and report["record"]["successes"] == 3
     assert report["label"]["positives"] > 0 and report["label"]["negatives"] > 0
     c = report["classifier"]
@@ -58,6 +60,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert f["episodes"] >= 3 and f["actor_steps"] > 0 and f["learner_updates"] > 0
     assert f["robot_minutes"] <= 0.5 + 1e-9
     assert 0.0 < f["actor_mean_obs_age_s"] <= f["actor_max_obs_age_s"]  # real time: never 0
+    assert f["final_eval_episodes"] == 10 and 0.0 <= f["final_eval_success"] <= 1.0
     assert all(isinstance(r["twin_success"], bool) for r in report["episodes"])
     assert sum(r["length"] for r in report["episodes"]) <= f["actor_steps"]
     for name in ("success.png", "interventions.png", "summary.md", "setup.yaml", "config.json"):
