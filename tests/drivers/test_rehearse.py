@@ -30,20 +30,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: int) -> None:
+def _rehearse(out: Path, domain: int, options: list[str], timeout_s: float):
+    """`robot-rl rehearse --out out <options> --json` in a subprocess in ``domain``."""
     import os
 
-    out = tmp_path / "day"
-    args = ["rehearse", "--out", str(out), "--task", "reach", "--obs", "state",
-            "--cameras", "front", "--image-size", "64", "--demos", "3", "--label-episodes", "4",
-            "--label-max-steps", "20", "--robot-minutes", "0.5", "--target-episodes", "10",
-            "--domain-id", str(a2_domain), "--port", str(_free_port()), "--json",
-            "--no-progress"]  # fmt: skip
-    env = ros_env(a2_domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
-    proc = subprocess.run(
+    args = ["rehearse", "--out", str(out), *options, "--domain-id", str(domain),
+            "--port", str(_free_port()), "--json", "--no-progress"]  # fmt: skip
+    env = ros_env(domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
+    return subprocess.run(
         [sys.executable, "-m", "robot_rl.cli.main", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
     )  # fmt: skip
+
+
+def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: int) -> None:
+    out = tmp_path / "day"
+    options = ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
+               "--demos", "3", "--label-episodes", "4", "--label-max-steps", "20",
+               "--robot-minutes", "0.5", "--target-episodes", "10"]  # fmt: skip
+    proc = _rehearse(out, a2_domain, options, 900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout)
     assert report == json.loads((out / "report.json").read_text())
@@ -72,8 +77,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert len(scored) >= 1 + 3 + 4 + f["episodes"]
     assert "privileged: false" in (out / "setup.yaml").read_text().replace("'", "")
     # A second run into the same directory is refused, nothing overwritten.
-    again = subprocess.run([sys.executable, "-m", "robot_rl.cli.main", *args], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    again = _rehearse(out, a2_domain, options, 120)
     assert again.returncode != 0 and "holds a rehearsal report" in again.stderr
 
 
@@ -82,18 +86,10 @@ def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int
     """The rehearsal as the stage's benchmark runs it (two cameras, pixels, EfficientNet-Lite0
     features), with budgets small enough for a test: the chain and the report, not the target
     (bench/rehearsal.py measures that)."""
-    import os
-
     out = tmp_path / "pick"
-    args = ["rehearse", "--out", str(out), "--task", "pick_cube", "--obs", "pixels",
-            "--demos", "5", "--label-episodes", "6", "--robot-minutes", "3",
-            "--domain-id", str(a2_domain), "--port", str(_free_port()), "--json",
-            "--no-progress"]  # fmt: skip
-    env = ros_env(a2_domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
-    proc = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli.main", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
+    options = ["--task", "pick_cube", "--obs", "pixels", "--demos", "5", "--label-episodes", "6",
+               "--robot-minutes", "3"]  # fmt: skip
+    proc = _rehearse(out, a2_domain, options, 3600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout)
     assert report["record"]["kept"] == 5 and report["train"]["privileged_readers"] == ["teleop"]
