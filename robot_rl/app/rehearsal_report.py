@@ -58,6 +58,11 @@ def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[s
     return rows
 
 
+def uncorrected_successes(rows: list[dict]) -> list[bool]:
+    """The twin's verdicts of the episodes nobody corrected, in order (the target's measure)."""
+    return [r["twin_success"] for r in rows if r["interventions"] == 0]
+
+
 def _window_success(rows: list[dict], n: int) -> list[tuple[float, float]]:
     """(robot_s, success over the last n uncorrected episodes) after each uncorrected one."""
     out, ok = [], []

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import yaml
 
-from robot_rl.app.rehearsal_report import training_episodes
+from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
 
 STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval")
 """The rehearsal's steps, in order (``report.json``'s ``steps`` holds each one's wall time)."""
@@ -366,12 +366,12 @@ class Rehearsal:
 def _target_met(rows: list[dict], cfg: RehearseConfig) -> bool:
     """The last ``target_episodes`` uncorrected episodes succeeded (the twin's score) at least
     ``target_success`` of the time (the report's ``robot_minutes_to_target`` rule)."""
-    clean = [r["twin_success"] for r in rows if r["interventions"] == 0][-cfg.target_episodes :]
+    clean = uncorrected_successes(rows)[-cfg.target_episodes :]
     return len(clean) == cfg.target_episodes and sum(clean) / len(clean) >= cfg.target_success
 
 
 def _recent(rows: list[dict], n: int) -> str:
-    clean = [r["twin_success"] for r in rows if r["interventions"] == 0][-n:]
+    clean = uncorrected_successes(rows)[-n:]
     if not clean:
         return f"{len(rows)} episodes, none uncorrected yet"
     rate = sum(clean) / len(clean)
