@@ -143,6 +143,9 @@ CONFIGS: dict[str, dict] = {
     # fewer demo actions as runs fell (0.43 -> 0.14), i.e. the critics rated the policy's own
     # actions above the demos' while it failed
     "default_amin": {"actor_q": "min"},
+    # a higher entropy target (0 nats instead of -A/2 = -2 on push): in the runs that fell the
+    # entropy was still falling toward -2, the temperature at ~5e-4
+    "default_ent0": {"target_entropy": 0.0},
 }
 
 
