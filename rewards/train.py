@@ -11,9 +11,18 @@ The recipe (``robot-rl reward train``):
 3. **Balanced batches**: half positives, half negatives, whatever the label ratio.
 4. **Early stopping** on the validation loss (``patience_epochs``), keeping the best head.
 5. **Temperature calibration** on the validation frames (one scalar minimising the NLL).
-6. **Threshold for the precision target** on the validation frames
-   (:func:`rewards.calibration.threshold_for_precision`); if no threshold reaches it, the
-   best-precision threshold is kept and the card says ``target_met: false``.
+6. **Threshold** on the validation episodes. By default (``calibration="episodes"``) the
+   runtime rule (success confirmed when ``confirm_k`` of the last ``confirm_n`` frames pass)
+   is replayed over each episode, and the threshold is the middle of the widest gap with no
+   false success and the most successes confirmed within ``max_latency_steps``
+   (:func:`rewards.calibration.threshold_for_episodes`); the card says ``target_met: false``
+   when no threshold confirms a success without a false one. ``calibration="frames"`` picks
+   the smallest threshold with frame-level precision ``target_precision``
+   (:func:`rewards.calibration.threshold_for_precision`) instead: with a dozen labelled
+   episodes one unlabelled frame inside a held success sets that threshold at its score, and
+   recall on new episodes can collapse to zero (twin pick_cube, 10 label episodes: threshold
+   0.976, held-out recall 0.0, where the episode rule gives ~0.5 and confirms every held-out
+   success).
 
 :func:`evaluate` reports frame-level precision / recall / PR-AUC at the card's threshold and
 the episode-level false-success rate (an episode is falsely called a success when ``k`` of the
@@ -26,13 +35,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rewards.calibration import pr_auc, threshold_for_precision
+from rewards.calibration import (
+    episode_outcomes,
+    pr_auc,
+    threshold_for_episodes,
+    threshold_for_precision,
+)
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
 from rewards.detector import DetectorConfig, SuccessDetector
 
@@ -67,15 +81,25 @@ class ClassifierTrainConfig:
     """Largest random shift of an augmented copy, pixels (edge padding)."""
     jitter: float = 0.15
     """Brightness / contrast jitter of an augmented copy (relative)."""
+    calibration: Literal["episodes", "frames"] = "episodes"
+    """How the threshold is chosen on the validation episodes: ``episodes`` replays the k-of-n
+    confirmation and takes the middle of the widest gap with no false success (see the module
+    doc); ``frames`` takes the smallest threshold with frame precision target_precision."""
     target_precision: float = 0.99
-    """Precision the threshold is chosen for, on the validation frames. Set it a point above
+    """With calibration=frames: the precision the threshold is chosen for, on the validation
+    frames. Set it a point above
     the precision you need on new episodes: a threshold chosen on a dozen validation episodes
     fits them (on twin pick_cube frames, a 0.98 target gave 0.96-0.98 on held-out episodes, the
     misses being the frame just before the cube crossed the success height)."""
-    confirm_k: int = 1
-    """Success is confirmed when confirm_k of the last confirm_n frames pass the threshold."""
-    confirm_n: int = 1
-    """k-of-n frame confirmation used for the episode-level false-success rate."""
+    confirm_k: int = 2
+    """Success is confirmed when confirm_k of the last confirm_n frames pass the threshold: the
+    rule the threshold is calibrated for and evaluated with; keep it equal to the runtime's
+    (`--reward-k`, default 2)."""
+    confirm_n: int = 3
+    """The window of that rule, in frames (`--reward-n`, default 3)."""
+    max_latency_steps: int = 10
+    """With calibration=episodes: a success confirmed more than this many steps after its first
+    labelled frame counts as missed (10 steps = 1 s at 10 Hz)."""
     seed: int = 0
     """Seed of the episode split, the augmentation and the head's initialisation and batches."""
 
@@ -88,6 +112,12 @@ class ClassifierTrainConfig:
             raise ValueError(f"target_precision {self.target_precision} must be in (0, 1]")
         if not 1 <= self.confirm_k <= self.confirm_n:
             raise ValueError("need 1 <= confirm_k <= confirm_n")
+        if self.calibration not in ("episodes", "frames"):
+            raise ValueError(
+                f"calibration must be 'episodes' or 'frames', got {self.calibration!r}"
+            )
+        if self.max_latency_steps < 0:
+            raise ValueError(f"max_latency_steps must be >= 0, got {self.max_latency_steps}")
         if self.batch_size < 2 or self.max_epochs < 1 or self.augment_copies < 0:
             raise ValueError("batch_size >= 2, max_epochs >= 1, augment_copies >= 0")
 
@@ -220,10 +250,13 @@ def evaluate(
     k: int = 1,
     n: int = 1,
 ) -> dict[str, Any]:
-    """Frame-level metrics and the episode-level false-success rate (see the module doc)."""
+    """Frame-level metrics, and per episode what the k-of-n rule would have done: the
+    false-success rate, the successes detected and missed, episode recall and the latency from
+    the first labelled success frame to the confirmation (see the module doc)."""
     out = frame_metrics(probs, labels, threshold)
     rate, eps = episode_false_success_rate(probs, labels, episodes, steps, threshold, k, n)
-    out.update(episodes=eps, episode_false_success_rate=rate, confirm_k=k, confirm_n=n)
+    outcomes = episode_outcomes(probs, labels, episodes, steps, threshold, k, n)
+    out.update(outcomes, episodes=eps, episode_false_success_rate=rate, confirm_k=k, confirm_n=n)
     return out
 
 
@@ -306,12 +339,7 @@ def train_classifier(
     head.temperature.fill_(fit_temperature(logits, yva))
     with torch.no_grad():
         pva = head.prob(xva).double().numpy()
-    target_met = True
-    try:
-        threshold = threshold_for_precision(pva, labels[va], cfg.target_precision).threshold
-    except ValueError:
-        target_met, threshold = False, float(np.max(pva[labels[va]])) if labels[va].any() else 0.5
-    threshold = float(np.clip(threshold, 1e-6, 1 - 1e-6))
+    threshold, target_met, choice = _calibrate(pva, labels[va], episodes[va], steps[va], cfg)
     val = evaluate(
         pva, labels[va], episodes[va], steps[va], threshold, cfg.confirm_k, cfg.confirm_n
     )
@@ -327,11 +355,45 @@ def train_classifier(
         temperature=float(head.temperature),
         label_set_hash=label_set_hash(labels, episodes, steps, np.asarray(frames["stamp_s"])),
         model_version="1",
-        metrics={"val": val, "target_met": target_met, "best_epoch": best[2]},
+        metrics={
+            "val": val,
+            "target_met": target_met,
+            "best_epoch": best[2],
+            "calibration": cfg.calibration,
+            **({"episode_choice": choice} if choice is not None else {}),
+        },
         split=split,
         train_config=asdict(cfg),
     )
     return head, card
+
+
+def _calibrate(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    episodes: np.ndarray,
+    steps: np.ndarray,
+    cfg: ClassifierTrainConfig,
+) -> tuple[float, bool, dict[str, Any] | None]:
+    """(threshold, target met, the episode choice as JSON or None) on the validation frames."""
+    choice = None
+    if cfg.calibration == "episodes":
+        c = threshold_for_episodes(
+            probs, labels, episodes, steps, cfg.confirm_k, cfg.confirm_n, cfg.max_latency_steps
+        )
+        threshold, target_met = c.threshold, c.separable
+        choice = {
+            k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+            for k, v in asdict(c).items()
+        }
+    else:
+        target_met = True
+        try:
+            threshold = threshold_for_precision(probs, labels, cfg.target_precision).threshold
+        except ValueError:
+            target_met = False
+            threshold = float(np.max(probs[labels])) if labels.any() else 0.5
+    return float(np.clip(threshold, 1e-6, 1 - 1e-6)), target_met, choice
 
 
 def _balanced_bce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

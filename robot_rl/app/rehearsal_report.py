@@ -195,6 +195,11 @@ def write_report(
             "precision": ev.get("precision"),
             "recall": ev.get("recall"),
             "held_out_frames": ev.get("frames"),
+            "held_out_episodes": ev.get("episodes"),
+            "successes_confirmed": ev.get("detected"),
+            "successes_missed": ev.get("missed"),
+            "false_successes": ev.get("false_successes"),
+            "mean_latency_steps": ev.get("mean_latency_steps"),
         },
         "train": results.get("train"),
         "figures": fig,
@@ -239,7 +244,9 @@ def summary(report: dict[str, Any]) -> str:
         f"{_fmt(f['interventions_first_half'])}, second half "
         f"{_fmt(f['interventions_second_half'])}).",
         f"- Classifier: precision {_fmt(c['precision'])}, recall {_fmt(c['recall'])} held out "
-        f"(threshold {_fmt(c['threshold'], '.3f')}); online false positives "
+        f"(threshold {_fmt(c['threshold'], '.3f')}); held-out successes confirmed "
+        f"{c.get('successes_confirmed')}, missed {c.get('successes_missed')}, false "
+        f"{c.get('false_successes')}; online false positives "
         f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}.",
         f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
         f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s); observation age mean "

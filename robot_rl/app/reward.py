@@ -141,10 +141,11 @@ class RewardEvalConfig:
     """Directory of a trained classifier (card.json + model.safetensors)."""
     frames: Path | None = None
     """Frame store to evaluate on (None: the test episodes of the store it was trained on)."""
-    confirm_k: int = 1
-    """Success is confirmed when k of the last n (--confirm-n) frames pass the threshold."""
-    confirm_n: int = 1
-    """k-of-n frame confirmation for the episode-level false-success rate."""
+    confirm_k: int | None = None
+    """Success is confirmed when k of the last n (--confirm-n) frames pass the threshold (None:
+    the rule the model was calibrated for, from its card; 2 of 3 by default)."""
+    confirm_n: int | None = None
+    """The window of that rule, in frames (None: from the card)."""
     encoder_weights: Path | None = None
     """EfficientNet-Lite0 weights file (None: the installed package's file); for a classifier
     on an hf:... encoder, the save_pretrained directory it was trained with (required)."""
@@ -217,14 +218,17 @@ def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
         keep = np.ones(len(episodes), bool)
     imgs = {c: np.asarray(frames["obs"]["images"][c])[keep] for c in card.cameras}
     probs = model.probs(imgs)
+    trained = card.train_config or {}
+    k = cfg.confirm_k or int(trained.get("confirm_k", 1))
+    n = cfg.confirm_n or int(trained.get("confirm_n", 1))
     metrics = evaluate(
         probs,
         np.asarray(frames["label"])[keep],
         episodes[keep],
         np.asarray(frames["step"])[keep],
         card.threshold,
-        cfg.confirm_k,
-        cfg.confirm_n,
+        k,
+        max(n, k),
     )
     return {
         "model": str(cfg.model),

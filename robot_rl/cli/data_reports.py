@@ -121,11 +121,22 @@ def print_reward_frames(result: dict[str, Any]) -> None:
 
 
 def print_reward_train(result: dict[str, Any]) -> None:
-    v = result["metrics"]["val"]
+    v, m = result["metrics"]["val"], result["metrics"]
+    if m.get("calibration", "frames") == "episodes":
+        c = m.get("episode_choice") or {}
+        how = (
+            f"calibrated on {c.get('episodes')} validation episodes, {v['confirm_k']} of "
+            f"{v['confirm_n']} frames: no false success above {c.get('negative_bound', 0):.3f}, "
+            f"{c.get('hits')} of {c.get('positive_episodes')} successes confirmed in time"
+            f"{'' if m['target_met'] else '; NOT separable: label more episodes'}"
+        )
+    else:
+        how = (
+            f"target precision {result['target_precision']}{'' if m['target_met'] else ', NOT met'}"
+        )
     print(
         f"saved {result['out']}: encoder {result['encoder']}, cameras {result['cameras']}, "
-        f"threshold {result['threshold']:.3f} (target precision {result['target_precision']}"
-        f"{'' if result['metrics']['target_met'] else ', NOT met'}); validation precision "
+        f"threshold {result['threshold']:.3f} ({how}); validation precision "
         f"{v['precision']:.3f} recall {v['recall']:.3f} PR-AUC {v['pr_auc']}; run "
         f"`robot-rl reward eval --model {result['out']}` for the held-out test episodes"
     )
@@ -136,6 +147,10 @@ def print_reward_eval(result: dict[str, Any]) -> None:
     print(
         f"{r['model_id']} on {r['frames_path']} ({r['held_out']}: {r['episodes']} episodes, "
         f"{r['frames']} frames): precision {r['precision']:.3f} recall {r['recall']:.3f} "
-        f"PR-AUC {r['pr_auc']}; episode false-success rate "
-        f"{r['episode_false_success_rate']:.3f} ({r['confirm_k']} of {r['confirm_n']} frames)"
+        f"PR-AUC {r['pr_auc']}; {r['confirm_k']} of {r['confirm_n']} frames: "
+        f"{r['detected']} of {r['positive_episodes']} successes confirmed, {r['missed']} missed, "
+        f"{r['false_successes']} false (episode false-success rate "
+        f"{r['episode_false_success_rate']:.3f}), mean latency "
+        f"{'n/a' if r['mean_latency_steps'] is None else format(r['mean_latency_steps'], '.1f')}"
+        " steps"
     )

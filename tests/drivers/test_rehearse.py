@@ -59,6 +59,9 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert report["label"]["positives"] > 0 and report["label"]["negatives"] > 0
     c = report["classifier"]
     assert 0.0 <= c["precision"] <= 1.0 and 0.0 <= c["recall"] <= 1.0 and c["threshold"]
+    # The held-out episodes replayed through the runtime's 2-of-3 rule, each one counted once.
+    assert c["held_out_episodes"] >= 1
+    assert c["successes_confirmed"] + c["successes_missed"] + c["false_successes"] >= 1
     # Nothing but the simulated human read the twin's truth while the actor ran.
     assert report["train"]["privileged_readers"] == ["teleop"]
     f = report["figures"]
