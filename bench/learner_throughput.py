@@ -161,6 +161,7 @@ def run_cached(
     import numpy as np
     from _feature_episodes import add_feature_episodes
 
+    from policies.encoders import cpu_has_native_bfloat16
     from policies.features import EfficientNetFeatures
     from robot_rl.replay import Mixer, ReplayBuffer
 
@@ -193,6 +194,8 @@ def run_cached(
     config = {
         "encoder": "efficientnet (features cached in replay, uint8)",
         "bottleneck_channels": cfg.encoder.bottleneck_channels,
+        "bottleneck_precision": cfg.encoder.bottleneck_precision,
+        "cpu_native_bfloat16": cpu_has_native_bfloat16(),
         "feature_shape": list(fshape),
         "replay_rows": rows,
     }
@@ -219,6 +222,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cached-iters", type=int, default=30)
     p.add_argument("--cached-rows", type=int, default=20_000, help="replay rows (cached)")
     p.add_argument("--bottlenecks", default="64,32", help="head bottleneck channels (cached)")
+    p.add_argument(
+        "--precisions",
+        default="float32,bfloat16",
+        help="bottleneck matmul dtypes (cached; EncoderConfig.bottleneck_precision), run in turn",
+    )
     p.add_argument("--batch", type=int, default=256, help="state batch size")
     p.add_argument("--iters", type=int, default=100, help="timed state updates per config")
     p.add_argument("--pixel-batch", type=int, default=256)
@@ -248,9 +256,14 @@ def main(argv: list[str] | None = None) -> None:
         if weights is None or not Path(weights).is_file():
             print(f"skipping cached: no EfficientNet weights file ({weights})", file=sys.stderr)
         else:
-            for k in (int(x) for x in a.bottlenecks.split(",")):
+            for k, prec in (
+                (int(x), pr) for x in a.bottlenecks.split(",") for pr in a.precisions.split(",")
+            ):
                 enc = EncoderConfig(
-                    kind="efficientnet", weights_path=weights, bottleneck_channels=k
+                    kind="efficientnet",
+                    weights_path=weights,
+                    bottleneck_channels=k,
+                    bottleneck_precision=prec,
                 )
                 for n in ensembles:
                     for utd in utds:

@@ -48,6 +48,15 @@ class EncoderConfig:
     feature_dropout: float = 0.0
     """EfficientNet head: drop this fraction of the cached feature channels (whole channels,
     per sample and camera; the rest scaled by 1 / (1 - p)), in the update only. 0: none."""
+    bottleneck_precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    """EfficientNet head: the dtype of the 1x1 bottleneck's matrix products on the CPU, the
+    update's largest cost (batch x 2 x positions x 1280 channels, for obs and next_obs).
+    ``bfloat16`` converts the cached uint8 features straight to bfloat16 (exact: 0-255 fit its
+    8-bit mantissa) and multiplies by a bfloat16 copy of the float32 weights, with float32
+    accumulation and float32 weights, gradients and optimiser state (mixed precision on one
+    layer); the rest of the networks stay float32. ``auto``: bfloat16 where the CPU multiplies
+    bfloat16 natively (AMX or AVX512-BF16), float32 elsewhere and on GPUs (see
+    ``bench/learner_throughput.py --only cached``)."""
     state_hidden_dims: tuple[int, ...] = ()
     """State MLP hidden sizes; empty = pass the state vector through unchanged."""
     state_feature_dim: int = 64
@@ -64,6 +73,11 @@ class EncoderConfig:
             raise ValueError("drq_pad_px must be >= 0 (0 disables DrQ augmentation)")
         if self.feature_shift < 0:
             raise ValueError("feature_shift must be >= 0 cells (0 disables the shift)")
+        if self.bottleneck_precision not in ("auto", "float32", "bfloat16"):
+            raise ValueError(
+                "bottleneck_precision must be 'auto', 'float32' or 'bfloat16', got "
+                f"{self.bottleneck_precision!r}"
+            )
         if not 0.0 <= self.feature_dropout < 1.0:
             raise ValueError(
                 f"feature_dropout must be in [0, 1) (0 disables it), got {self.feature_dropout}"

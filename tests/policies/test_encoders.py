@@ -205,3 +205,31 @@ def test_cached_features_are_augmented_only_when_asked_and_never_at_act_time(
     a1 = agent.act(o, deterministic=True, generator=torch.Generator().manual_seed(1))
     a2 = agent.act(o, deterministic=True, generator=torch.Generator().manual_seed(2))
     np.testing.assert_array_equal(a1, a2)
+
+
+def test_bfloat16_bottleneck_matches_float32_and_trains_float32_weights():
+    """EncoderConfig.bottleneck_precision: the bfloat16 products on cached uint8 features give
+    the float32 head's output to bfloat16 rounding, and the gradient reaches the float32
+    weights (mixed precision on one layer; nothing else changes dtype)."""
+    from policies.encoders import FeatureHead
+
+    shape = (4, 4, 1280)
+    torch.manual_seed(0)
+    heads = {
+        p: FeatureHead(shape, EncoderConfig(kind="efficientnet", bottleneck_precision=p))
+        for p in ("float32", "bfloat16")
+    }
+    heads["bfloat16"].load_state_dict(heads["float32"].state_dict())
+    x = torch.randint(0, 256, (8, *shape), dtype=torch.uint8)
+    out = {p: h(x) for p, h in heads.items()}
+    assert out["bfloat16"].dtype == torch.float32
+    assert not torch.equal(out["bfloat16"], out["float32"])  # it did run in bfloat16
+    torch.testing.assert_close(out["bfloat16"], out["float32"], atol=0.03, rtol=0.0)
+    for p, h in heads.items():
+        out[p].square().sum().backward()
+        assert h.bottleneck.weight.dtype == torch.float32 and h.bottleneck.weight.grad is not None
+    g32, g16 = (heads[p].bottleneck.weight.grad for p in ("float32", "bfloat16"))
+    cos = torch.nn.functional.cosine_similarity(g32.flatten(), g16.flatten(), dim=0)
+    assert cos > 0.99, cos
+    with pytest.raises(ValueError, match="bottleneck_precision"):
+        EncoderConfig(bottleneck_precision="float16")  # type: ignore[arg-type]
