@@ -439,6 +439,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     --steps / a signal."""
     import torch
 
+    from policies.features import frame_features_for
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import WEIGHTS_FILE, Actor
     from robot_rl.actor.policy import ActingPolicy
@@ -468,7 +469,11 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     except LearnerError as e:
         raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
     print(f"[{cmd.id}] {got.startup_line}", file=sys.stderr, flush=True)
-    envs = build_envs(cmd.as_train(got.env))
+    sac = _actor_sac(got.policy, cmd)
+    # one frozen backbone in this process: the policy acts on its features and an in-process
+    # classifier reads the same pass (a second backbone cost a 2-camera pixel actor ~25 ms/step)
+    features = frame_features_for(sac.encoder, got.env.obs, cmd.device)
+    envs = build_envs(cmd.as_train(got.env), features)
     client = None
     try:
         env = envs.env
@@ -480,8 +485,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
                 client.wait_connected(timeout_s=cmd.connect_timeout_s)
             except LearnerError as e:
                 raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
-        sac = _actor_sac(got.policy, cmd)
-        agent = agent_factory(sac, cmd.seed, cmd.device)(layout, action_dim)
+        agent = agent_factory(sac, cmd.seed, cmd.device, features)(layout, action_dim)
         policy = ActingPolicy(agent, layout, got.policy["normalize_state"], cmd.seed + 3)
         policy.restore(cmd.run / WEIGHTS_FILE)
         progress = _ActorProgress(cmd.id) if cmd.progress else None
@@ -507,6 +511,10 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
         envs.close()
     out = dataclasses.asdict(stats)
     out.update(actor_id=cmd.id, run=str(cmd.run), learner=cmd.learner)
+    if features is not None:  # frames the backbone ran on, and the ones the memo served
+        out.update(
+            backbone={"frames_encoded": features.frames_encoded, "memo_hits": features.memo_hits}
+        )
     out.update(reward_warnings=[w.as_dict() for w in actor.traps.warnings])
     out.update(settings=got.env.to_json(), settings_from="learner" if got.from_learner else "cache")
     return out

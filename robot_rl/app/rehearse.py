@@ -92,6 +92,10 @@ class RehearseConfig:
     """ROS_DOMAIN_ID of the rehearsal's graph (default: $ROS_DOMAIN_ID, else 0)."""
     seed: int = 0
     """Seed of the learner, the actor and the recorded episodes."""
+    learner_nice: int = 10
+    """Niceness of the learner process (0-19): on the machine it shares with the actor, the
+    twin and the simulated human, the processes that keep time come first and the learner
+    takes the CPU they leave (on a robot PC: `nice -n 10 robot-rl learner ...`). 0: equal."""
     learner_args: tuple[str, ...] = ()
     """More options of `robot-rl learner` (e.g. --utd 2)."""
     actor_args: tuple[str, ...] = ()
@@ -104,6 +108,8 @@ class RehearseConfig:
     def __post_init__(self) -> None:
         if self.demos < 1 or self.label_episodes < 2:
             raise ValueError("--demos must be >= 1 and --label-episodes >= 2")
+        if not 0 <= self.learner_nice <= 19:
+            raise ValueError(f"--learner-nice must be in 0..19, got {self.learner_nice}")
         if not self.robot_minutes > 0:
             raise ValueError(f"--robot-minutes must be > 0, got {self.robot_minutes}")
         if not 0.0 < self.target_success <= 1.0 or self.target_episodes < 1:
@@ -192,13 +198,14 @@ class Rehearsal:
     def _cmd(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "robot_rl.cli.main", *args]
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], nice: int = 0) -> subprocess.Popen:
         self.logs.mkdir(parents=True, exist_ok=True)
         out = (self.logs / f"{name}.json").open("w")
         err = (self.logs / f"{name}.log").open("w")
-        proc = subprocess.Popen(
-            self._cmd(*args), stdout=out, stderr=err, env=self.env, start_new_session=True
-        )
+        cmd = self._cmd(*args)
+        if nice:
+            cmd = ["nice", "-n", str(nice), *cmd]
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env, start_new_session=True)
         out.close()
         err.close()
         self._procs.append(proc)
@@ -300,7 +307,7 @@ class Rehearsal:
             "learner", "--run", str(self.out / "learner"), "--bind", bind,
             "--demos", str(self.out / "demos.zarr"), "--learned-reward", "--eval-episodes", "0",
             "--steps", str(10 * cfg.robot_steps), "--seed", str(cfg.seed), "--no-progress",
-            "--json", *env_args, *cfg.learner_args])  # fmt: skip
+            "--json", *env_args, *cfg.learner_args], nice=cfg.learner_nice)  # fmt: skip
         actor = self._spawn("actor", [
             "actor", "--learner", bind, "--run", str(self.out / "actor"), "--setup", str(setup),
             "--reward", str(self.out / "classifier"), "--human", "sim", "--seed", str(cfg.seed),

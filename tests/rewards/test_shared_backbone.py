@@ -48,3 +48,53 @@ def test_other_weights_are_not_shared(weights, tmp_path):
     enc = make_encoder("efficientnet_lite0", other, shared=shared)
     assert enc.frame_features is None  # its own float backbone, as `reward train` uses
     assert make_encoder("efficientnet_lite0", weights).frame_features is None
+
+
+def test_a_pixel_actor_with_the_classifier_runs_the_backbone_once_per_frame(trained, tmp_path):
+    """`robot-rl actor --reward rm/` on a pixel learner: the policy and the in-process
+    classifier read one backbone pass per camera frame (before, the actor built the classifier
+    its own backbone, and a 2-camera actor paid for every frame twice)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    model, card = trained
+    size = str(card["image_size"][0])
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    cli = [sys.executable, "-m", "robot_rl.cli.main"]
+    run = tmp_path / "learner"
+    learner = subprocess.Popen(
+        [*cli, "learner", "--run", str(run), "--task", "pick_cube", "--obs", "pixels",
+         "--image-size", size, "--bind", "127.0.0.1:0", "--eval-episodes", "0", "--steps",
+         "100000", "--no-progress"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "learner.err", "w"), env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (run / "server.json").is_file():  # the learner writes it once it serves
+            assert learner.poll() is None, (tmp_path / "learner.err").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the learner never served"
+            time.sleep(0.2)
+        address = json.loads((run / "server.json").read_text())["address"]
+        steps = 40
+        actor = subprocess.run(
+            [*cli, "actor", "--learner", address, "--run", str(tmp_path / "actor"), "--steps",
+             str(steps), "--reward", str(model), "--human", "none", "--control-hz", "50",
+             "--no-progress", "--json"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+    finally:
+        learner.terminate()
+        learner.wait(timeout=60)
+    assert actor.returncode == 0, actor.stderr[-3000:]
+    out = json.loads(actor.stdout.strip().splitlines()[-1])
+    assert out["env_steps"] == steps
+    cams = len(card["cameras"])
+    encoded, hits = out["backbone"]["frames_encoded"], out["backbone"]["memo_hits"]
+    # Each step's frames are encoded once (plus each reset's first frames), and read twice: by
+    # the classifier as it labels the step, by the policy as it acts on the next one.
+    episodes = out["episodes"] + 1
+    assert cams * steps <= encoded <= cams * (steps + episodes), out
+    assert hits >= cams * (steps - episodes), out
