@@ -58,25 +58,30 @@ def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[s
     return rows
 
 
+def uncorrected(rows: list[dict]) -> list[dict]:
+    """The episodes nobody corrected, in order: the policy's own (the target's measure)."""
+    return [r for r in rows if r["interventions"] == 0]
+
+
 def uncorrected_successes(rows: list[dict]) -> list[bool]:
-    """The twin's verdicts of the episodes nobody corrected, in order (the target's measure)."""
-    return [r["twin_success"] for r in rows if r["interventions"] == 0]
+    """The twin's verdicts of :func:`uncorrected` episodes, in order."""
+    return [r["twin_success"] for r in uncorrected(rows)]
 
 
 def _window_success(rows: list[dict], n: int) -> list[tuple[float, float]]:
     """(robot_s, success over the last n uncorrected episodes) after each uncorrected one."""
-    out, ok = [], []
-    for r in rows:
-        if r["interventions"] == 0:
-            ok.append(r["twin_success"])
-            if len(ok) >= n:
-                out.append((r["robot_s"], float(np.mean(ok[-n:]))))
-    return out
+    clean = uncorrected(rows)
+    ok = [r["twin_success"] for r in clean]
+    return [
+        (r["robot_s"], float(np.mean(ok[i + 1 - n : i + 1])))
+        for i, r in enumerate(clean)
+        if i + 1 >= n
+    ]
 
 
 def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
     """The report's figures from the joined episodes."""
-    clean = [r for r in rows if r["interventions"] == 0]
+    clean = uncorrected(rows)
     last = clean[-n:]
     window = _window_success(rows, n)
     met = next((s for s, rate in window if rate >= target), None)
@@ -131,7 +136,7 @@ def plot(rows: list[dict], out: Path, title: str) -> list[str]:
     ax.plot(t, _rolling([r["twin_success"] for r in rows], k), label="success (twin's score)")
     ax.plot(t, _rolling([r["classifier_success"] for r in rows], k), "--",
             label="success (classifier's verdict)")  # fmt: skip
-    clean = [r for r in rows if r["interventions"] == 0]
+    clean = uncorrected(rows)
     ax.plot([r["robot_s"] / 60.0 for r in clean], _rolling([r["twin_success"] for r in clean], k),
             label="uncorrected episodes (twin's score)")  # fmt: skip
     ax.set(xlabel="robot time (min)", ylabel=f"rate (last {k} episodes)", ylim=(-0.02, 1.02))

@@ -1,0 +1,50 @@
+"""The rehearsal report's figures from joined episodes (robot_rl.app.rehearsal_report): the
+target counts only the episodes nobody corrected, and the classifier's online errors are its
+verdicts against the twin's."""
+
+from __future__ import annotations
+
+import pytest
+
+from robot_rl.app.rehearsal_report import figures, uncorrected_successes
+
+
+def _row(i: int, twin: bool, classifier: bool, corrections: int) -> dict:
+    return {
+        "robot_s": 10.0 * (i + 1),
+        "twin_success": twin,
+        "classifier_success": classifier,
+        "interventions": corrections,
+        "length": 100,
+    }
+
+
+def test_the_target_is_measured_on_uncorrected_episodes_only():
+    # Corrected episodes that succeed (the human finished them) must not count toward the
+    # target; the policy's own run of 3 successes does, at the episode that completes it.
+    rows = [
+        _row(0, True, True, 2),
+        _row(1, False, False, 0),
+        _row(2, True, True, 1),
+        _row(3, True, True, 0),
+        _row(4, True, False, 0),  # a success the classifier missed
+        _row(5, False, True, 3),  # a success the classifier made up
+        _row(6, True, True, 0),
+    ]
+    assert uncorrected_successes(rows) == [False, True, True, True]
+    f = figures(rows, target=1.0, n=3)
+    assert f["uncorrected_episodes"] == 4 and f["success_last_uncorrected_n"] == 3
+    assert f["success_last_uncorrected"] == 1.0
+    assert f["robot_minutes_to_target"] == pytest.approx(70.0 / 60.0)  # at episode 6, not 4
+    assert f["classifier_false_positives"] == 1 and f["classifier_false_negatives"] == 1
+    assert f["interventions"] == 6
+    assert f["interventions_first_half"] == pytest.approx(1.0)  # rows 0-2: 2, 0, 1
+    assert f["interventions_second_half"] == pytest.approx(0.75)  # rows 3-6: 0, 0, 3, 0
+    assert f["success_all"] == pytest.approx(5 / 7)
+
+
+def test_no_target_before_enough_uncorrected_episodes():
+    rows = [_row(i, True, True, 1) for i in range(10)] + [_row(10, True, True, 0)]
+    f = figures(rows, target=0.5, n=3)
+    assert f["robot_minutes_to_target"] is None and f["success_last_uncorrected_n"] == 1
+    assert figures([], target=0.9, n=3)["success_last_uncorrected"] is None
