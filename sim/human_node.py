@@ -70,11 +70,22 @@ class StatusFollower:
     """
 
     def __init__(
-        self, human: SimulatedHuman, seed: int = 0, control_dt_s: float | None = None
+        self,
+        human: SimulatedHuman,
+        seed: int = 0,
+        control_dt_s: float | None = None,
+        near_miss: SimulatedHuman | None = None,
+        near_miss_every: int = 0,
     ) -> None:
         if control_dt_s is not None and not control_dt_s > 0:
             raise ValueError(f"control_dt_s must be > 0 seconds or None, got {control_dt_s}")
-        self.human = human
+        if near_miss_every < 0 or (near_miss_every > 0) != (near_miss is not None):
+            raise ValueError(
+                f"near_miss_every {near_miss_every}: give a near-miss human and k >= 1, or "
+                "neither (0)"
+            )
+        self.driver = self.human = human
+        self.near_miss, self.near_miss_every = near_miss, int(near_miss_every)
         self.seed = int(seed)
         self.control_dt_s = control_dt_s
         self.episodes = 0
@@ -95,24 +106,35 @@ class StatusFollower:
             return None  # a real-time twin's state between two control steps
         self.steps += 1
         self._last = stamp_s
-        return self.human.observe(privileged, float(reward), stamp_s, success)
+        return self.driver.observe(privileged, float(reward), stamp_s, success)
 
     def _first(self, privileged: Mapping, stamp_s: float, success: bool) -> TeleopState:
-        self.human.reset(np.random.default_rng((self.seed, self.episodes)))
+        # every near_miss_every-th episode (the k-th, 2k-th, ...) the near-miss human drives
+        miss = self.near_miss_every > 0 and self.episodes % self.near_miss_every == 0
+        self.driver = self.near_miss if miss and self.near_miss is not None else self.human
+        self.driver.reset(np.random.default_rng((self.seed, self.episodes)))
         self._last = stamp_s
-        return self.human.observe(privileged, math.nan, stamp_s, success)
+        return self.driver.observe(privileged, math.nan, stamp_s, success)
 
 
-def make_human(task: str, env_cfg: EnvConfig, rule: str | HumanConfig) -> SimulatedHuman:
+def make_human(
+    task: str, env_cfg: EnvConfig, rule: str | HumanConfig, near_miss: bool = False
+) -> SimulatedHuman:
     """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human.
 
     ``rule``: a :class:`HumanConfig`, or only its rule (the other settings default).
+    ``near_miss``: the expert stopped short of success (:mod:`sim.experts.near_miss`): the
+    failures that look almost like success, which a person labelling a classifier shows it.
     """
     from sim.backend import TASKS, _load
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
     expert = _load(TASKS[task].expert_class)(env_cfg, None)
+    if near_miss:
+        from sim.experts.near_miss import NearMissExpert
+
+        expert = NearMissExpert(expert, task)
     cfg = rule if isinstance(rule, HumanConfig) else HumanConfig(rule=rule)
     return SimulatedHuman(expert, cfg)
 
@@ -171,11 +193,25 @@ def main(argv: list[str] | None = None) -> int:
         help="press the success button while the task's success holds (a person marking "
         "success on a setup with privileged: false)",
     )
+    p.add_argument(
+        "--near-miss-every",
+        type=int,
+        default=0,
+        help="every k-th episode stop short of success (a near miss: the cube grasped but held "
+        "low, the peg on the opening), as a person shows a classifier its hard negatives; "
+        "pick_cube and peg_insert; 0: never",
+    )
     args, ros_args = p.parse_known_args(argv)
     from sim.backend import TASKS
+    from sim.experts.near_miss import NEAR_MISS_TASKS
 
     if args.task not in TASKS:
         p.error(f"unknown --task {args.task!r}; known: {sorted(TASKS)}")
+    if args.near_miss_every < 0 or (args.near_miss_every and args.task not in NEAR_MISS_TASKS):
+        p.error(
+            f"--near-miss-every {args.near_miss_every}: needs k >= 0 and a task with a near-miss "
+            f"rule {NEAR_MISS_TASKS} (got {args.task})"
+        )
     env_cfg = EnvConfig(
         control_hz=args.control_hz,
         control_rotation=args.control_rotation,
@@ -192,8 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as e:
         p.error(str(e))  # exit code 2 with the option to fix
+    k = args.near_miss_every
     follower = StatusFollower(
-        make_human(args.task, env_cfg, human), args.seed, control_dt_s=env_cfg.control_dt_s
+        make_human(args.task, env_cfg, human),
+        args.seed,
+        control_dt_s=env_cfg.control_dt_s,
+        near_miss=make_human(args.task, env_cfg, human, near_miss=True) if k else None,
+        near_miss_every=k,
     )
     rclpy.init(args=[sys.argv[0], *ros_args])
     node = HumanNode(follower, args.ns)

@@ -80,6 +80,10 @@ class RehearseConfig:
     """Episodes to label for the classifier."""
     label_max_steps: int | None = None
     """Step limit of a labelling episode (None: the task's)."""
+    label_near_miss_every: int = 3
+    """Every k-th labelling episode the simulated human stops short of success (pick_cube,
+    peg_insert; ignored for other tasks): the hard negatives a person shows the classifier.
+    0: every labelling episode succeeds."""
     robot_minutes: float = 60.0
     """Robot-time budget of the training (actor steps / control_hz)."""
     target_success: float = 0.9
@@ -108,6 +112,10 @@ class RehearseConfig:
     def __post_init__(self) -> None:
         if self.demos < 1 or self.label_episodes < 2:
             raise ValueError("--demos must be >= 1 and --label-episodes >= 2")
+        if self.label_near_miss_every < 0:
+            raise ValueError(
+                f"--label-near-miss-every must be >= 0, got {self.label_near_miss_every}"
+            )
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"--learner-nice must be in 0..19, got {self.learner_nice}")
         if not self.robot_minutes > 0:
@@ -262,6 +270,10 @@ class Rehearsal:
                                   "--seed", str(3_000_000 + 1000 * cfg.seed)])  # fmt: skip
             steps = [] if cfg.label_max_steps is None else ["--max-episode-steps",
                                                             str(cfg.label_max_steps)]  # fmt: skip
+            from sim.experts.near_miss import NEAR_MISS_TASKS
+
+            if cfg.label_near_miss_every and cfg.task in NEAR_MISS_TASKS:
+                steps += ["--sim-near-miss-every", str(cfg.label_near_miss_every)]
             self._step("label", ["label", *common, "--out", str(self.out / "frames.zarr"),
                                  "--episodes", str(cfg.label_episodes), *size, *steps,
                                  "--cameras", *cfg.cameras])  # fmt: skip

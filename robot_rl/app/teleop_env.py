@@ -61,6 +61,10 @@ class TeleopOptions:
     teleop_events: Path | None = None
     """Replay this recorded teleop event file (drivers.teleop.recording format) instead of a
     device; the recording ends when the file has been played."""
+    sim_near_miss_every: int = 0
+    """--teleop sim-expert: every k-th episode the simulated human stops short of success (the
+    cube grasped but held low, the peg on the opening), as a person labelling frames shows the
+    classifier failures that look almost like success (pick_cube, peg_insert). 0: never."""
     realtime_factor: float = 1.0
     """Lockstep twin: pace the loop at control_hz x this on the wall clock (0: unpaced)."""
     domain_id: int | None = None
@@ -75,6 +79,12 @@ class TeleopOptions:
             raise ValueError("--teleop-events replaces the teleop device; drop --teleop")
         if self.teleop_events is not None and not Path(self.teleop_events).is_file():
             raise ValueError(f"teleop events file {self.teleop_events} does not exist")
+        if self.sim_near_miss_every < 0:
+            raise ValueError(f"--sim-near-miss-every must be >= 0, got {self.sim_near_miss_every}")
+        if self.sim_near_miss_every and self.teleop != "sim-expert":
+            raise ValueError(
+                "--sim-near-miss-every is for --teleop sim-expert (the simulated human)"
+            )
         if self.realtime_factor < 0:
             raise ValueError(f"realtime_factor must be >= 0, got {self.realtime_factor}")
         if self.teleop_wait_s <= 0:
@@ -181,6 +191,8 @@ def teleop_node(
         args += ("--control-rotation",) if control_rotation else ()
         # A run kept from the twin's truth learns of success only from the person's buttons.
         args += ("--press-success",) if not setup.privileged else ()
+        if opts.sim_near_miss_every:
+            args += ("--near-miss-every", str(opts.sim_near_miss_every))
         args += tuple(human_args)
         return NodeSpec("teleop", "sim.human_node", args, restart=never, required=False)
     if opts.launch:

@@ -168,3 +168,32 @@ def test_record_and_label_on_a_blind_twin_take_success_from_the_humans_button(
     with pytest.raises(AssertionError, match="success-from task"):
         _cli(["record", *common, "--out", str(tmp_path / "x.zarr"), "--episodes", "1",
               "--success-from", "task"], a2_domain)  # fmt: skip
+
+
+def test_label_with_near_misses_shows_the_classifier_failures_that_look_like_success(
+    tmp_path: Path, a2_domain: int
+) -> None:
+    """`label --teleop sim-expert --sim-near-miss-every 2`: every second episode the simulated
+    human grasps the cube and holds it low, short of success, and never presses the button;
+    the others end in a lift with the button held."""
+    from record_helpers import lockstep_setup
+
+    from robot_rl.app.label import read_frames
+
+    raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
+    setup = tmp_path / "blind.yaml"
+    setup.write_text(yaml.safe_dump({**raw, "task": "pick_cube", "privileged": False}))
+    frames = tmp_path / "frames.zarr"
+    args = ["label", "--setup", str(setup), "--launch", "--teleop", "sim-expert"]
+    args += ["--realtime-factor", "0", "--json", "--log-dir", str(tmp_path / "logs")]
+    args += ["--out", str(frames), "--episodes", "2", "--sim-near-miss-every", "2"]
+    _cli([*args, "--max-episode-steps", "60"], a2_domain)
+    f = read_frames(frames)
+    per_episode = [int(f["label"][f["episode"] == e].sum()) for e in (0, 1)]
+    assert per_episode[0] > 0 and per_episode[1] == 0, per_episode
+    # the near miss moved: the arm went down to the cube and closed (not an idle episode)
+    g = f["obs"]["state"][f["episode"] == 1]
+    assert np.ptp(g[:, 2]) > 0.03, "the near-miss episode never reached down to the cube"
+    with pytest.raises(AssertionError, match="sim-expert"):
+        _cli([*args[:4], "--out", str(tmp_path / "x.zarr"), "--sim-near-miss-every", "2"],
+             a2_domain)  # fmt: skip
