@@ -98,3 +98,25 @@ def test_a_pixel_actor_with_the_classifier_runs_the_backbone_once_per_frame(trai
     episodes = out["episodes"] + 1
     assert cams * steps <= encoded <= cams * (steps + episodes), out
     assert hits >= cams * (steps - episodes), out
+
+
+def test_folding_the_batch_norms_keeps_the_features(weights):
+    """EfficientNetFeatures folds each batch norm into its convolution (inference only): every
+    one of them is folded, and the float maps match the unfolded network's to float rounding,
+    so the uint8 features (and every cache on disk) stay what they were."""
+    net = features.load_efficientnet_lite0(weights).eval()
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+    shared = features.EfficientNetFeatures(weights, progress=False, memo_frames=0)
+    assert n_bn == 49
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in shared.net.modules())
+    frames = np.random.default_rng(1).integers(0, 256, (3, 128, 128, 3), dtype=np.uint8)
+    x = torch.from_numpy(frames).permute(0, 3, 1, 2).float() / 255.0
+    x = (x - shared._mean) / shared._std
+    with torch.no_grad():
+        ref, got = net.extract_features(x), shared.net.extract_features(x)
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    q_ref = features.quantize(ref).numpy().astype(int)
+    q = shared.encode(frames).transpose(0, 3, 1, 2).astype(int)
+    assert np.abs(q - q_ref).max() <= 1 and (q != q_ref).mean() < 1e-3
+    with pytest.raises(ValueError, match="eval-mode"):
+        features.fold_batchnorm(features.load_efficientnet_lite0(weights).train())
