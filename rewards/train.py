@@ -48,7 +48,6 @@ from rewards.calibration import (
     threshold_for_precision,
 )
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
-from rewards.detector import DetectorConfig, SuccessDetector
 
 
 @dataclass(frozen=True)
@@ -193,39 +192,6 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return float(grid[int(torch.argmin(nll))])
 
 
-def episode_false_success_rate(
-    probs: np.ndarray,
-    labels: np.ndarray,
-    episodes: np.ndarray,
-    steps: np.ndarray,
-    threshold: float,
-    k: int = 1,
-    n: int = 1,
-) -> tuple[float, int]:
-    """(rate, episodes): episodes where the success detector (``k`` of the last ``n`` frames
-    over ``threshold``, :class:`rewards.detector.SuccessDetector`) confirms before the first
-    positive label (anywhere if none), over the episodes given."""
-    detector = SuccessDetector(DetectorConfig(threshold=threshold, k=k, n=n))
-    false, total = 0, 0
-    for e in np.unique(episodes):
-        m = episodes == e
-        order = np.argsort(steps[m])
-        p, y = probs[m][order], labels[m][order].astype(bool)
-        first_pos = int(np.argmax(y)) if y.any() else len(y)
-        detector.reset()  # the runtime decision rule, replayed over the episode
-        confirmed = next(
-            (
-                i
-                for i, pi in enumerate(p)
-                if detector.update(float(pi), step=i, episode=int(e)).terminated
-            ),
-            None,
-        )
-        total += 1
-        false += int(confirmed is not None and confirmed < first_pos)
-    return (false / total if total else 0.0), total
-
-
 def frame_metrics(probs: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
     """Precision, recall, PR-AUC and counts at ``threshold``."""
     y = labels.astype(bool)
@@ -254,9 +220,9 @@ def evaluate(
     false-success rate, the successes detected and missed, episode recall and the latency from
     the first labelled success frame to the confirmation (see the module doc)."""
     out = frame_metrics(probs, labels, threshold)
-    rate, eps = episode_false_success_rate(probs, labels, episodes, steps, threshold, k, n)
     outcomes = episode_outcomes(probs, labels, episodes, steps, threshold, k, n)
-    out.update(outcomes, episodes=eps, episode_false_success_rate=rate, confirm_k=k, confirm_n=n)
+    rate = outcomes["false_successes"] / outcomes["episodes"]
+    out.update(outcomes, episode_false_success_rate=rate, confirm_k=k, confirm_n=n)
     return out
 
 
