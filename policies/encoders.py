@@ -175,13 +175,9 @@ class FeatureHead(nn.Module):
         return self.head(F.relu(y).flatten(1))  # (B, F); y: (B, hw, k)
 
 
+@functools.cache
 def cpu_has_native_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16)."""
-    return _native_bf16()
-
-
-@functools.cache
-def _native_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:  # not Linux: stay float32
@@ -190,7 +186,7 @@ def _native_bf16() -> bool:
 
 
 def _use_bfloat16(precision: str) -> bool:
-    return precision == "bfloat16" or (precision == "auto" and _native_bf16())
+    return precision == "bfloat16" or (precision == "auto" and cpu_has_native_bfloat16())
 
 
 class ObsEncoder(nn.Module):

@@ -101,7 +101,8 @@ def fold_batchnorm(net: nn.Module) -> int:
     Inference only (the running statistics become the convolution's weights and bias); the
     batch norms become identities. EfficientNet-Lite0 defines each of its 49 batch norms right
     after the convolution that feeds it; folding them cuts a 128x128 frame's CPU time by about
-    a fifth, and the uint8 features do not change (``tests/policies/test_features.py``).
+    a fifth, and the uint8 features do not change
+    (``tests/rewards/test_shared_backbone.py``).
 
     Returns:
         The number of pairs folded.

@@ -234,8 +234,8 @@ def threshold_for_episodes(
     on these episodes.
 
     Raises:
-        ValueError: On bad scores (see :func:`precision_recall_curve`), mismatched lengths,
-            ``k``/``n`` out of range or a negative ``max_latency``.
+        ValueError: On scores outside [0, 1] or not finite, labels other than 0/1,
+            mismatched lengths, ``k``/``n`` out of range or a negative ``max_latency``.
     """
     if max_latency < 0:
         raise ValueError(f"max_latency must be >= 0 steps, got {max_latency}")
