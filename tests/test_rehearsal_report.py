@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from robot_rl.app.rehearsal_report import figures, uncorrected_successes
+from robot_rl.app.rehearsal_report import figures, target_met, uncorrected_successes
 
 
 def _row(i: int, twin: bool, classifier: bool, corrections: int) -> dict:
@@ -48,3 +48,10 @@ def test_no_target_before_enough_uncorrected_episodes():
     f = figures(rows, target=0.5, n=3)
     assert f["robot_minutes_to_target"] is None and f["success_last_uncorrected_n"] == 1
     assert figures([], target=0.9, n=3)["success_last_uncorrected"] is None
+
+
+def test_the_target_is_judged_on_the_final_evaluation():
+    assert target_met({"success_rate": 0.9, "episodes": 50}, 0.9, 50) is True
+    assert target_met({"success_rate": 0.88, "episodes": 50}, 0.9, 50) is False
+    assert target_met({"success_rate": 1.0, "episodes": 20}, 0.9, 50) is False  # too few
+    assert target_met(None, 0.9, 50) is None and target_met({}, 0.9, 50) is None

@@ -22,7 +22,10 @@ written to ``<out>/setup.yaml``):
    ``--robot-minutes`` of robot time.
 6. ``robot-rl eval --run <out>/learner --episodes <target-episodes>``: the final policy,
    deterministic and without the human, scored by the direct twin of the same task (the
-   evaluator, after the day; nothing of it reaches the run).
+   evaluator, after the day; nothing of it reaches the run). The target is judged here
+   (``target_met``: at least ``--target-success`` over ``--target-episodes`` episodes), as
+   published real-robot results judge a trained policy; the rolling rule of step 5 is only the
+   early stop (:mod:`robot_rl.app.rehearsal_report` says why it rarely fires).
 
 No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
 env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
@@ -87,9 +90,10 @@ class RehearseConfig:
     robot_minutes: float = 60.0
     """Robot-time budget of the training (actor steps / control_hz)."""
     target_success: float = 0.9
-    """Stop when the last --target-episodes uncorrected episodes succeeded this often."""
+    """The target: the final evaluation succeeds this often (and training stops early when the
+    last --target-episodes uncorrected episodes did)."""
     target_episodes: int = 50
-    """Scored episodes the target is measured over."""
+    """Episodes of the final evaluation (and of the early stop's window)."""
     port: int = 50071
     """The learner's port on 127.0.0.1."""
     domain_id: int | None = None
