@@ -47,7 +47,11 @@ sensor or its node is gone) the error ends the run.
 
 Ticks: the time each iteration spends outside ``env.step`` (acting, logging, pushing, loading
 weights; embedded, also the update) is measured; an iteration over ``tick_budget_s`` is an
-overrun (counted, logged at warning level, reported). The env's own fixed-rate clock
+overrun (counted, logged at warning level, reported). The acting thread's CPU time over the
+same span is measured too (``time.thread_time``): an overrun with little CPU time was spent
+waiting (for the CPU, the GIL held by another thread, a lock), not computing, so the fix is
+less load beside the actor rather than a faster policy (``overrun_work_s`` and
+``overrun_thread_cpu_s`` total both over the overruns). The env's own fixed-rate clock
 (RobotEnv in real time) counts its overruns separately.
 
 The actor's directory (embedded: the run directory)::
@@ -198,6 +202,11 @@ class ActorStats:
     ticks: int = 0
     tick_overruns: int = 0
     max_tick_work_s: float = 0.0
+    overrun_work_s: float = 0.0
+    """Wall time of the overrun ticks' actor work, summed, seconds."""
+    overrun_thread_cpu_s: float = 0.0
+    """CPU time of the acting thread in the same spans, summed, seconds (see the module
+    docstring: far below ``overrun_work_s`` means the overruns were waits)."""
     mean_obs_age_s: float = 0.0
     """Mean age of the observation's oldest sensor reading when the env assembled it (env
     clock; ``info["obs_age_s"]``), over the steps of this process."""
@@ -401,16 +410,16 @@ class Actor:
     def _step(self, obs: Any) -> tuple[Any, bool]:
         """One env step, queued for the log (and the learner); returns (next obs, done)."""
         st, cfg = self.stats, self.cfg
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.thread_time()
         o = self.adapter.to_learner(obs)
         if st.env_steps < cfg.random_steps:
             a = self.random_rng.uniform(-1.0, 1.0, self.amap.dim).astype(np.float32)
         else:
             a = np.asarray(self.policy.act(o), dtype=np.float32)
         version = self.policy.version
-        t_env = time.monotonic()
+        t_env, c_env = time.monotonic(), time.thread_time()
         obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
-        env_s = time.monotonic() - t_env
+        env_s, env_cpu_s = time.monotonic() - t_env, time.thread_time() - c_env
         if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
             # raised) logs no empty episode
             begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
@@ -438,7 +447,7 @@ class Actor:
         if self.late_rewards is not None:
             self.held.label(self.late_rewards.poll())
         self.link.after_step(done)
-        self._tick(time.monotonic() - t0 - env_s)
+        self._tick(time.monotonic() - t0 - env_s, time.thread_time() - c0 - env_cpu_s)
         if self.pace is not None:
             self.pace.tick()
             st.late_ticks = self.pace.overruns
@@ -480,15 +489,17 @@ class Actor:
         st.mean_obs_age_s += (float(age) - st.mean_obs_age_s) / self._ages
         st.max_obs_age_s = max(st.max_obs_age_s, float(age))
 
-    def _tick(self, work_s: float) -> None:
+    def _tick(self, work_s: float, cpu_s: float) -> None:
         st, budget = self.stats, self.cfg.tick_budget_s
         st.ticks += 1
         st.max_tick_work_s = max(st.max_tick_work_s, work_s)
         if budget is not None and work_s > budget:
             st.tick_overruns += 1
+            st.overrun_work_s += work_s
+            st.overrun_thread_cpu_s += cpu_s
             log.warning(
-                "tick overrun: %.3f s of actor work (budget %.3f s) at env step %d",
-                work_s, budget, st.env_steps,
+                "tick overrun: %.3f s of actor work (%.3f s on its CPU; budget %.3f s) at env "
+                "step %d", work_s, cpu_s, budget, st.env_steps,
             )  # fmt: skip
 
     def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:

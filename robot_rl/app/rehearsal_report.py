@@ -189,6 +189,8 @@ def write_report(
         actor_steps=actor.get("env_steps"),
         actor_tick_overruns=actor.get("tick_overruns"),
         actor_max_tick_work_s=actor.get("max_tick_work_s"),
+        actor_overrun_work_s=actor.get("overrun_work_s"),
+        actor_overrun_thread_cpu_s=actor.get("overrun_thread_cpu_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
         learner_updates=learner.get("updates"),
@@ -244,6 +246,13 @@ def _cpus() -> int | None:
     return os.cpu_count()
 
 
+def _cpu_share(f: dict[str, Any]) -> str:
+    work, cpu = f.get("actor_overrun_work_s"), f.get("actor_overrun_thread_cpu_s")
+    if not work or cpu is None:
+        return "no overrun time measured"
+    return f"the acting thread was on a CPU for {cpu / work:.0%} of the overrun ticks' time"
+
+
 def _verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("met" if met else "not met")
 
@@ -277,7 +286,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{c.get('false_successes')}; online false positives "
         f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}.",
         f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
-        f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s); observation age mean "
+        f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s; {_cpu_share(f)}); observation age mean "
         f"{_fmt(f['actor_mean_obs_age_s'], '.3f')} s, max {_fmt(f['actor_max_obs_age_s'], '.3f')}"
         f" s; learner {f['learner_updates']} updates, "
         f"{_fmt(f['learner_updates_per_s'])} updates/s.",
