@@ -22,6 +22,7 @@ expected::
     max_image_age_s: 0.2
     cameras:                       # cameras in the observation, in this order
       - {name: front, height: 128, width: 128}
+      - {name: wrist, height: 480, width: 640, crop: [0, 80, 480, 480]}  # optional crop box
     safety: {...}                  # optional SafetyConfig fields: the env's local copy of the
                                    # bridge's limits (reporting only; the bridge enforces)
     time_base: monotonic           # optional: time base of the stamps (see Setup.time_base)
@@ -147,11 +148,23 @@ class CameraSpec:
         name: Camera name; topics ``<namespace>/<name>/image_raw``.
         height: Image height, pixels (frames of another size are an error).
         width: Image width, pixels.
+        crop: ``(top, left, height, width)`` box of the sensor's frame that every command of
+            the setup sees (record, label, the actor, the classifier, rollout), before any
+            resize to the learner's image size; None: the whole frame. Set it where the camera
+            sees more than the workspace, so the policy's pixels go to the task.
     """
 
     name: str
     height: int
     width: int
+    crop: tuple[int, int, int, int] | None = None
+
+    @property
+    def frame_hw(self) -> tuple[int, int]:
+        """``(height, width)`` of the frames the env sees: the crop box's, else the sensor's."""
+        if self.crop is None:
+            return (self.height, self.width)
+        return (self.crop[2], self.crop[3])
 
 
 @dataclass(frozen=True)
@@ -242,7 +255,7 @@ TOP_KEYS = (
     "reset_jitter_m",
     "privileged",
 )
-CAMERA_KEYS = ("name", "height", "width")
+CAMERA_KEYS = ("name", "height", "width", "crop")
 NODE_KEYS = ("name", "module", "args", "parameters", "env", "restart", "required", "terminal")
 RESTART_KEYS = ("policy", "max_restarts", "backoff_s")
 IMAGE_SIDE_PX = (16, 4096)
@@ -334,7 +347,26 @@ def _parse_camera(where: Where, raw: Any, key: str) -> CameraSpec:
         where.expected(f"{key}.name", "a name of letters, digits and underscores", name)
     h = where.integer(m, "height", key, *IMAGE_SIDE_PX, unit="pixels")
     w = where.integer(m, "width", key, *IMAGE_SIDE_PX, unit="pixels")
-    return CameraSpec(name=name, height=h, width=w)
+    crop = None
+    if "crop" in m:
+        path = f"{key}.crop"
+        box = where.get(m, "crop", list, key)
+        what = f"[top, left, height, width] in pixels of the {h}x{w} frame"
+        if len(box) != 4 or not all(isinstance(v, int) and not isinstance(v, bool) for v in box):
+            where.expected(path, f"a list of 4 integers {what}", box)
+        top, left, ch, cw = box
+        if top < 0 or left < 0 or min(ch, cw) < IMAGE_SIDE_PX[0]:
+            where.expected(
+                path, f"top, left >= 0 and height, width >= {IMAGE_SIDE_PX[0]} ({what})", box
+            )
+        if top + ch > h or left + cw > w:
+            where.fail(
+                path,
+                f"the box {box} reaches outside the {h}x{w} frame (top + height <= {h}, "
+                f"left + width <= {w}); shrink it or move it inside",
+            )
+        crop = (top, left, ch, cw)
+    return CameraSpec(name=name, height=h, width=w, crop=crop)
 
 
 def _parse_safety(where: Where, top: Mapping) -> SafetyConfig | None:

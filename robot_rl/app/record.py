@@ -106,7 +106,7 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
     else:
         wr = lenv.env_setup().wrappers
     cams = tuple(lenv.cameras) if lenv.obs == "pixels" else ()
-    sizes = {(c.height, c.width) for c in setup.cameras if c.name in cams}
+    sizes = {c.frame_hw for c in setup.cameras if c.name in cams}
     if sizes and sizes != {(lenv.image_size, lenv.image_size)}:
         from dataclasses import replace
 

@@ -121,6 +121,8 @@ class Recorder:
         if self._video is not None:
             self._video.begin(f"ep {log.num_episodes}")
         self.view.event(f"episode {log.num_episodes} started (seed {seed})")
+        attempt = self._attempts - 1  # announced: rises with every reset, kept or not
+        teleop.announce(attempt, "running", seed=seed)
         steps, pending, begun, end = 0, None, False, None
         while end is None:
             self._show(steps, seed)
@@ -173,6 +175,7 @@ class Recorder:
                 end = "task_failure" if info.get(keys.INFO_FAILURE) else "task_success"
             elif truncated:
                 end = "time_limit"
+        teleop.announce(attempt, "ended", end=end)
         self._finish(end, steps, pending, begun, seed)
 
     def _end_button(self, new: frozenset[str], steps: int) -> str | None:
@@ -229,6 +232,7 @@ class _Video:
 
     def __init__(self, cfg, sess) -> None:
         from drivers.ros_camera import RosCamera, RosCameraConfig
+        from robot_rl.app.ros_env import cropped
 
         setup = sess.setup
         if not setup.cameras:
@@ -245,12 +249,15 @@ class _Video:
         self.cam = (
             own[0]
             if own
-            else RosCamera(
-                RosCameraConfig(
-                    name, spec.height, spec.width, setup.namespace, setup.max_image_age_s
+            else cropped(
+                RosCamera(
+                    RosCameraConfig(
+                        name, spec.height, spec.width, setup.namespace, setup.max_image_age_s
+                    ),
+                    sess.backend.clock.now_s,
+                    sess.backend.session,
                 ),
-                sess.backend.clock.now_s,
-                sess.backend.session,
+                spec.crop,
             )
         )
         self._own = not own

@@ -289,16 +289,19 @@ def _build(
         session,
     )
     cameras = tuple(
-        RosCamera(
-            RosCameraConfig(
-                name=c.name,
-                height=c.height,
-                width=c.width,
-                namespace=setup.namespace,
-                max_age_s=setup.max_image_age_s,
+        cropped(
+            RosCamera(
+                RosCameraConfig(
+                    name=c.name,
+                    height=c.height,
+                    width=c.width,
+                    namespace=setup.namespace,
+                    max_age_s=setup.max_image_age_s,
+                ),
+                clock.now_s,
+                session,
             ),
-            clock.now_s,
-            session,
+            c.crop,
         )
         for c in setup.cameras
     )
@@ -357,3 +360,12 @@ def _wait_nodes_up(backend: RosBackend, supervisor, timeout_s: float) -> None:
         if time.monotonic() > deadline:
             return  # robot.connect() raises with the full explanation
         time.sleep(0.1)
+
+
+def cropped(camera: Any, crop: tuple[int, int, int, int] | None) -> Any:
+    """The camera as the setup's commands see it: its ``crop`` box, if the setup gives one."""
+    if crop is None:
+        return camera
+    from robot_rl.wrappers.image_crop_resize import CroppedCamera
+
+    return CroppedCamera(camera, crop)

@@ -2,6 +2,9 @@
 
 Images stay ``uint8 (H, W, C)``; the observation space's image Boxes are updated. Cameras
 without a setting pass through unchanged.
+
+:class:`CroppedCamera` crops at the camera instead (a setup camera's ``crop``): every reader of
+the camera (the observation, a learned reward's out-of-band frames) sees the same box.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.core import keys
+from robot_rl.core.specs import ArraySpec
+from robot_rl.core.types import Frame
 
 
 @dataclass(frozen=True)
@@ -135,3 +140,42 @@ class ImageCropResize(gym.ObservationWrapper):
         out = dict(obs)
         out[keys.IMAGES] = images
         return out
+
+
+class CroppedCamera:
+    """A :class:`robot_rl.core.protocols.Camera` that delivers a box of another camera's frames.
+
+    Args:
+        camera: The camera (its frames must contain the box).
+        crop_tlhw: ``(top, left, height, width)`` in the camera's pixels.
+
+    Raises:
+        ValueError: The box does not fit the camera's frames.
+    """
+
+    def __init__(self, camera, crop_tlhw: tuple[int, int, int, int]) -> None:
+        self.camera = camera
+        self.setting = CropResize(crop_tlhw=tuple(int(v) for v in crop_tlhw))
+        spec = camera.image_spec
+        shape = self.setting.output_shape(tuple(spec.shape))
+        self._spec = ArraySpec(shape, spec.dtype, spec.low, spec.high)
+
+    @property
+    def name(self) -> str:
+        return self.camera.name
+
+    @property
+    def image_spec(self) -> ArraySpec:
+        return self._spec
+
+    def connect(self) -> None:
+        self.camera.connect()
+
+    def disconnect(self) -> None:
+        self.camera.disconnect()
+
+    def read(self) -> Frame:
+        """The wrapped camera's newest frame, cropped (a fresh array; same stamp and seq)."""
+        frame = self.camera.read()
+        return Frame(image=crop_resize(frame.image, self.setting), stamp_s=frame.stamp_s,
+                     seq=frame.seq)  # fmt: skip

@@ -263,6 +263,35 @@ def test_env_checker_and_schema_over_ros(lockstep) -> None:
         backend.close()
 
 
+def test_a_setup_crop_box_is_what_every_reader_of_the_camera_sees(lockstep, tmp_path) -> None:
+    """A setup camera's ``crop`` (the twin publishes the whole frame): the observation has the
+    box's shape and pixels, and the backend's camera (which a learned reward reads) delivers
+    the same box."""
+    from robot_rl.wrappers.image_crop_resize import CroppedCamera
+
+    with_cams, _, domain = lockstep
+    raw = yaml.safe_load(with_cams.read_text())
+    raw["cameras"][1]["crop"] = [8, 16, 32, 40]  # wrist: rows 8..39, columns 16..55
+    cropped = tmp_path / "cropped.yaml"
+    cropped.write_text(yaml.safe_dump(raw))
+    env = _ros_env(cropped, domain)
+    try:
+        images = env.observation_space["images"]
+        assert images["front"].shape == (IMAGE, IMAGE, 3)
+        assert images["wrist"].shape == (32, 40, 3)
+        obs, _ = env.reset(seed=5)
+        obs, *_ = env.step(env.action_space.sample() * 0)
+        wrist = next(c for c in env.backend.cameras if c.name == "wrist")
+        assert isinstance(wrist, CroppedCamera) and wrist.image_spec.shape == (32, 40, 3)
+        full, box = wrist.camera.read(), wrist.read()  # lockstep: the frame of this step
+        assert full.image.shape == (IMAGE, IMAGE, 3) and full.seq == box.seq
+        np.testing.assert_array_equal(box.image, full.image[8:40, 16:56])
+        np.testing.assert_array_equal(obs["images"]["wrist"], box.image)
+        assert box.image.std() > 0  # a rendered scene, not a blank
+    finally:
+        env.close()
+
+
 def _success_rate(env: gym.Env, expert, episodes: int) -> float:
     wins = 0
     for i in range(episodes):

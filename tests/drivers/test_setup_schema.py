@@ -136,7 +136,7 @@ BAD = [
     (
         ("cameras", 1, "fps"),
         30,
-        "cameras[1].fps: unknown key 'fps' (allowed in cameras[1]: height, name, width)",
+        "cameras[1].fps: unknown key 'fps' (allowed in cameras[1]: crop, height, name, width)",
     ),
     (
         ("cameras", 0, "hieght"),
@@ -298,6 +298,17 @@ BAD = [
         "'retries' (allowed in nodes[1] (cam).restart: backoff_s, max_restarts, policy)",
     ),
     (("nodes", 1, "name"), "twin", "nodes: node names must be unique; repeated: ['twin']"),
+    # a camera's crop box: four integers, inside the frame
+    (("cameras", 1, "crop"), [0, 0, 32], "cameras[1].crop: expected a list of 4 integers ..."),
+    (("cameras", 1, "crop"), [0, 0, 32.0, 32], "cameras[1].crop: expected a list of 4 ..."),
+    (("cameras", 1, "crop"), [-1, 0, 32, 32], "cameras[1].crop: expected top, left >= 0 ..."),
+    (("cameras", 1, "crop"), [0, 0, 8, 32], "cameras[1].crop: expected top, left >= 0 ..."),
+    (
+        ("cameras", 1, "crop"),
+        [40, 0, 32, 32],
+        "cameras[1].crop: the box [40, 0, 32, 32] reaches outside the 64x64 frame (top + height "
+        "<= 64, left + width <= 64); shrink it or move it inside",
+    ),
 ]
 
 
@@ -383,3 +394,10 @@ def test_a_merged_key_may_be_overridden(tmp_path: Path) -> None:
     setup = load_setup(path)
     assert setup.safety is not None and setup.safety.max_step_m == 0.05
     assert dict(setup.node("n").parameters) == {"max_step_m": 0.02, "robot_ip": "10.0.0.2"}
+
+
+def test_a_camera_crop_box_sets_the_frames_the_env_sees() -> None:
+    raw = _edit(("cameras", 1, "crop"), [8, 16, 32, 40])
+    front, wrist = parse_setup(raw, source="crop.yaml").cameras
+    assert front.crop is None and front.frame_hw == (64, 64)
+    assert wrist.crop == (8, 16, 32, 40) and wrist.frame_hw == (32, 40)
