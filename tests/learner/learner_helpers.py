@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import gymnasium as gym
@@ -65,3 +66,26 @@ def sac_factory(cfg, seed: int = 0):
         return SACAgent(layout, action_dim, cfg, seed=seed)
 
     return make
+
+
+@contextlib.contextmanager
+def served_learner(root, layout, action_dim: int, actor_id: str = "arm"):
+    """A real learner server on 127.0.0.1 (its log sink under ``root/learner``) and a
+    connected client for ``actor_id``; yields ``(client, sink)`` and stops both."""
+    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
+    from robot_rl.transport.codec import layout_fingerprint
+    from robot_rl.transport.log_sink import LogSink
+    from robot_rl.transport.server import LearnerServer, LearnerServerConfig
+
+    sink = LogSink(root / "learner", layout, action_dim)
+    server = LearnerServer(sink, layout, action_dim, LearnerServerConfig())
+    client = LearnerClient(
+        LearnerClientConfig(target=server.address, actor_id=actor_id),
+        layout_fingerprint(layout, action_dim),
+    )
+    try:
+        yield client, sink
+    finally:
+        client.close()
+        server.stop()
+        sink.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from learner_helpers import PointEnv, sac_factory, small_sac
+from learner_helpers import PointEnv, sac_factory, served_learner, small_sac
 
 BUDGET_S = 0.02
 EXTRA_S = 0.05
@@ -29,10 +29,6 @@ def _actor_stats(tmp_path, act_extra) -> Any:
     from robot_rl.actor.policy import ActingPolicy
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
-    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
-    from robot_rl.transport.codec import layout_fingerprint
-    from robot_rl.transport.log_sink import LogSink
-    from robot_rl.transport.server import LearnerServer, LearnerServerConfig
 
     class SlowPolicy(ActingPolicy):
         def act(self, obs_learner: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
@@ -42,20 +38,10 @@ def _actor_stats(tmp_path, act_extra) -> Any:
     env = PointEnv(10)
     layout = ObsAdapter(env.observation_space).layout
     adim = ActionMap(env.action_space).dim
-    sink = LogSink(tmp_path / "learner", layout, adim)
-    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
-    client = LearnerClient(
-        LearnerClientConfig(target=server.address, actor_id="arm"),
-        layout_fingerprint(layout, adim),
-    )
-    try:
+    with served_learner(tmp_path, layout, adim) as (client, _):
         policy = SlowPolicy(sac_factory(small_sac())(layout, adim), layout, True, seed=0)
         cfg = ActorConfig(total_env_steps=10, random_steps=0, tick_budget_s=BUDGET_S)
         return Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg).run()
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
 
 
 def _wait() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pytest
-from learner_helpers import PointEnv, sac_factory, small_sac
+from learner_helpers import PointEnv, sac_factory, served_learner, small_sac
 
 from robot_rl.core.learned_reward import StepLabel
 from robot_rl.core.types import Frame
@@ -246,10 +246,6 @@ def test_a_distributed_actor_sends_only_labelled_steps(tmp_path):
     from robot_rl.actor.policy import ActingPolicy
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
-    from robot_rl.transport.client import LearnerClient, LearnerClientConfig
-    from robot_rl.transport.codec import layout_fingerprint
-    from robot_rl.transport.log_sink import LogSink
-    from robot_rl.transport.server import LearnerServer, LearnerServerConfig
 
     fail = frozenset({(0, 3), (1, 0), (1, 1)})
     withhold = frozenset({(4, 2)})
@@ -257,13 +253,7 @@ def test_a_distributed_actor_sends_only_labelled_steps(tmp_path):
     env = LearnedReward(PointEnv(12), rewarder, {CAM: ConstCamera()}, deadline_s=0.0)
     layout = ObsAdapter(env.observation_space).layout
     adim = ActionMap(env.action_space).dim
-    sink = LogSink(tmp_path / "learner", layout, adim)
-    server = LearnerServer(sink, layout, adim, LearnerServerConfig())
-    client = LearnerClient(
-        LearnerClientConfig(target=server.address, actor_id="arm"),
-        layout_fingerprint(layout, adim),
-    )
-    try:
+    with served_learner(tmp_path, layout, adim) as (client, sink):
         policy = ActingPolicy(sac_factory(small_sac())(layout, adim), layout, True, seed=0)
         cfg = ActorConfig(total_env_steps=60, random_steps=60, late_reward_drain_s=1.0)
         actor = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg, late_rewards=env)
@@ -271,10 +261,6 @@ def test_a_distributed_actor_sends_only_labelled_steps(tmp_path):
         assert st.stopped_by == "steps" and st.dropped_steps == len(fail | withhold)
         assert st.acked_through == st.logged_transitions - 1 == 60 - len(fail | withhold) - 1
         theirs = [ep for ep in sink.log_of("arm").iter_episodes()]
-    finally:
-        client.close()
-        server.stop()
-        sink.close()
     written = np.concatenate([ep["reward"] for ep in theirs])
     expected = [reward_of(*k) for k in rewarder.submitted if k not in fail | withhold]
     np.testing.assert_allclose(written, expected, rtol=1e-6)
