@@ -19,6 +19,11 @@ time, which restarts at every ``task/reset``) has started a new episode: the lat
 before its first message of the new episode is latched, so nothing answered in an earlier
 episode (or an evaluation in between) carries over. Device clocks never go back.
 
+The recorder announces its episodes on ``teleop/session`` (:meth:`RosTeleop.announce`: std_msgs/
+String JSON ``{"episode": i, "state": "running" | "ended", ...}``, STATUS QoS, so a teleop node
+that starts late reads the latest): a replayed event file waits there for each episode to run
+(:mod:`drivers.teleop.events`), and a person's device recording marks the episode starts.
+
 Malformed messages (wrong number of axes or buttons, NaN, out of range) are counted in the
 status and ignored. ``teleop/joy`` is read with the COMMAND profile but a reader queue of 10
 (compatible with the COMMAND publisher), so a burst of messages is not collapsed before the
@@ -27,6 +32,7 @@ callback runs.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +43,7 @@ import numpy as np
 from geometry_msgs.msg import TwistStamped
 from rclpy.qos import HistoryPolicy, QoSProfile
 from sensor_msgs.msg import Joy
+from std_msgs.msg import String
 
 from drivers.ros import convert, qos
 from drivers.ros_session import RosSession
@@ -148,6 +155,7 @@ class RosTeleop:
         self._last_error: str | None = None
         self._last_stamp: float | None = None
         self._joy_stamp: float | None = None  # header stamp of the newest valid teleop/joy
+        self._session_pub: Any = None
         self._connected = False
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -167,7 +175,21 @@ class RosTeleop:
             intake.subscribe(TwistStamped, "teleop/twist", self._on_twist, qos.SENSOR),
             intake.subscribe(Joy, "teleop/joy", self._on_joy, JOY_READER),
         ]
+        if self._session_pub is None:
+            self._session_pub = self.session.node.create_publisher(
+                String, "teleop/session", qos.STATUS
+            )
         self._connected = True
+
+    def announce(self, episode: int, state: str, **extra: Any) -> None:
+        """Tell the teleop node the recorder's episode ``episode`` is ``"running"`` (after its
+        reset, when input counts) or ``"ended"`` (``extra``: e.g. ``end="success"``)."""
+        if state not in ("running", "ended"):
+            raise ValueError(f"state must be 'running' or 'ended', got {state!r}")
+        if not self._connected:
+            raise RuntimeError("RosTeleop is not connected; call connect() first")
+        data = {"episode": int(episode), "state": state, **extra}
+        self._session_pub.publish(String(data=json.dumps(data)))
 
     def disconnect(self) -> None:
         """Unsubscribe (and close the private session, if any). Idempotent."""
@@ -175,6 +197,9 @@ class RosTeleop:
             for sub in self._subs:
                 self.session.intake.unsubscribe(sub)
         self._subs = []
+        if self._session_pub is not None and self.session.started:
+            self.session.node.destroy_publisher(self._session_pub)
+        self._session_pub = None
         self._connected = False
         if self._own_session:
             self.session.close()

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from robot_rl.core.types import TeleopState
 
-from .events import DEVICE_KINDS, Raw, Recorder
+from .events import DEVICE_KINDS, Await, Raw, Recorder
 from .mapping import DeviceReading, TeleopMapper
 
 __all__ = ["DEVICE_KINDS", "DeviceTeleop", "Parser", "Raw", "RawSource"]
@@ -119,6 +119,16 @@ class DeviceTeleop:
             self._recorder.close()
             self._recorder = None
         self.source.close()
+
+    def episode_started(self, index: int, t_s: float) -> None:
+        """The recorder started episode ``index`` at monotonic time ``t_s`` (its
+        ``teleop/session`` announcement): a recording gets an await line there, and a replay
+        whose playback holds at an await line goes on (:mod:`drivers.teleop.events`)."""
+        if self._recorder is not None:
+            self._recorder.write(t_s, Await("episode"))
+        notify = getattr(self.source, "episode_started", None)
+        if notify is not None:
+            notify(index, t_s)
 
     def read(self) -> TeleopState:
         """Drain the source, parse, map. Raises ValueError on a malformed raw item."""

@@ -13,7 +13,14 @@ Format (UTF-8, one JSON object per line)::
   as the device source reported them;
 - every other line is one raw item as the device delivered it: ``t_s`` seconds since the start
   of the recording (non-decreasing), ``raw`` the HID report as a hex string (spacemouse), the
-  evdev event as ``[type, code, value]`` (gamepad), or the key name (keyboard).
+  evdev event as ``[type, code, value]`` (gamepad), or the key name (keyboard);
+- ``{"t_s": 3.0, "await": "episode"}`` (an await line): playback holds at file time ``t_s``
+  until the recorder starts an episode it has not awaited yet (``record`` / ``label`` announce
+  every episode start on ``teleop/session``, ``drivers/CONTRACT.md``); the rest of the file
+  then plays with file time ``t_s`` at that start. A file that drives several episodes puts one
+  await before each episode's presses, so a press never lands in a reset, however long the
+  reset takes on a loaded machine. A recording of a live device writes one at every episode
+  start it sees.
 
 Replaying a file through the same parser as the live device
 (:func:`drivers.teleop.recording.replay_teleop`) gives the same TeleopStates the device gave,
@@ -36,6 +43,17 @@ VERSION = 1
 
 Raw = Any
 """One raw item: ``bytes`` (spacemouse), ``tuple[int, int, int]`` (gamepad), ``str`` (keyboard)."""
+
+AWAITS = ("episode",)
+"""What an await line can wait for (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Await:
+    """An await line: hold playback until ``what`` happens (see the module docstring)."""
+
+    what: str = "episode"
+
 
 DEVICE_KINDS = ("spacemouse", "gamepad", "keyboard")
 """Device kinds with a parser (and a recording format)."""
@@ -99,12 +117,17 @@ class Recording:
     Attributes:
         device: Device kind.
         info: Device facts from the header.
-        events: ``(t_s since start, raw item)``, in file order.
+        events: ``(t_s since start, raw item or Await)``, in file order.
     """
 
     device: str
     info: Mapping[str, Any]
-    events: tuple[tuple[float, Raw], ...]
+    events: tuple[tuple[float, Raw | Await], ...]
+
+    @property
+    def awaits(self) -> int:
+        """Await lines in the file."""
+        return sum(isinstance(raw, Await) for _, raw in self.events)
 
     @property
     def duration_s(self) -> float:
@@ -136,7 +159,7 @@ def load_recording(path: str | Path) -> Recording:
     info = header.get("info", {})
     if not isinstance(info, dict):
         raise RecordingFormatError(f"{path}:1: info must be an object")
-    events: list[tuple[float, Raw]] = []
+    events: list[tuple[float, Raw | Await]] = []
     last_t = 0.0
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -144,10 +167,16 @@ def load_recording(path: str | Path) -> Recording:
         try:
             obj = json.loads(line)
             t = float(obj["t_s"])
-            raw = decode_raw(kind, obj["raw"])
+            if isinstance(obj, dict) and "await" in obj:
+                if obj["await"] not in AWAITS:
+                    raise ValueError(f"await {obj['await']!r} is not one of {AWAITS}")
+                raw: Raw | Await = Await(obj["await"])
+            else:
+                raw = decode_raw(kind, obj["raw"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise RecordingFormatError(
-                f'{path}:{n}: expected {{"t_s": seconds, "raw": ...}} for a {kind}: {e}'
+                f'{path}:{n}: expected {{"t_s": seconds, "raw": ...}} for a {kind}, or '
+                f'{{"t_s": seconds, "await": "episode"}}: {e}'
             ) from e
         if not t >= last_t:  # also catches NaN
             raise RecordingFormatError(f"{path}:{n}: t_s {t} is before the previous {last_t}")
@@ -179,10 +208,14 @@ class Recorder:
         self._f.write(json.dumps(header) + "\n")
         self._f.flush()
 
-    def write(self, t_s: float, raw: Raw) -> None:
-        """Record one item received at monotonic time ``t_s``."""
+    def write(self, t_s: float, raw: Raw | Await) -> None:
+        """Record one item (or an :class:`Await`) received at monotonic time ``t_s``."""
         self._last = max(self._last, t_s - self._t0)
-        line = {"t_s": round(self._last, 6), "raw": encode_raw(self.device, raw)}
+        line: dict[str, Any] = {"t_s": round(self._last, 6)}
+        if isinstance(raw, Await):
+            line["await"] = raw.what
+        else:
+            line["raw"] = encode_raw(self.device, raw)
         self._f.write(json.dumps(line) + "\n")
         self._f.flush()
 

@@ -14,11 +14,18 @@ Replay: ``--device replay --file F`` plays F in real time through the recorded d
 Playback starts when both topics have a subscriber (``--start-timeout-s`` at most), so a late
 subscriber does not miss the start; ``--exit-at-end`` ends the node once the file is played and
 the final state has been published ``--tail-ticks`` times.
+
+Episodes: the node reads ``teleop/session`` (std_msgs/String JSON ``{"episode": i, "state":
+"running" | "ended", ...}``, STATUS QoS), where ``record`` and ``label`` announce every episode
+(``drivers/CONTRACT.md``). A replayed file's await lines hold playback until the next episode
+runs, and ``--record`` writes an await line at every episode start, so a recorded session replays
+episode by episode (:mod:`drivers.teleop.events`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -27,6 +34,7 @@ from geometry_msgs.msg import TwistStamped
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Joy
+from std_msgs.msg import String
 
 from drivers.ros import convert, qos
 
@@ -88,7 +96,23 @@ class TeleopNode(Node):
         self.connected = False
         self.done = False
         self.published = 0
+        self.session_sub = self.create_subscription(
+            String, "teleop/session", self._on_session, qos.STATUS
+        )
         self.timer = self.create_timer(1.0 / rate_hz, self._tick)
+
+    def _on_session(self, msg: String) -> None:
+        """An episode announcement of the recorder: a running episode is an episode start."""
+        try:
+            data = json.loads(msg.data)
+            index, state = data["episode"], data["state"]
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise TypeError(f"episode must be an integer, got {index!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            self.get_logger().warn(f"teleop/session: malformed announcement ignored ({e})")
+            return
+        if state == "running":
+            self.teleop.episode_started(index, time.monotonic())
 
     def _ready(self) -> bool:
         if not self._wait:

@@ -17,6 +17,7 @@ from .events import (
     DEVICE_KINDS,
     FORMAT,
     VERSION,
+    Await,
     Raw,
     Recorder,
     Recording,
@@ -48,6 +49,12 @@ __all__ = [
 class ReplaySource:
     """A :class:`drivers.teleop.base.RawSource` that plays a recording back in real time.
 
+    At an await line (:class:`drivers.teleop.events.Await`) playback holds until an episode
+    not awaited before has started (:meth:`episode_started`, fed from the recorder's
+    ``teleop/session`` announcements); file time then restarts at that start (or at the moment
+    the await was reached, if the episode started earlier). Starts are counted by episode index,
+    so one announcement received twice releases one await.
+
     Args:
         recording: A loaded recording, or a path to load.
         now_fn: Monotonic clock (seconds); injectable for tests.
@@ -68,6 +75,11 @@ class ReplaySource:
         self._speed = speed
         self._t0: float | None = None
         self._next = 0
+        self._starts: list[float] = []  # episode starts announced and not yet awaited
+        self._last_index: int | None = None
+        self._holding = False
+        self.awaited = 0
+        """Await lines passed so far."""
 
     @property
     def kind(self) -> str:
@@ -82,6 +94,19 @@ class ReplaySource:
         """Every event has been delivered."""
         return self._next >= len(self.recording.events)
 
+    @property
+    def holding(self) -> bool:
+        """The last :meth:`poll` stopped at an await line with no episode start to go on."""
+        return self._holding
+
+    def episode_started(self, index: int, t_s: float) -> None:
+        """The recorder started episode ``index`` at monotonic time ``t_s``; an index not
+        above the last one seen is a repeat and ignored."""
+        if self._last_index is not None and index <= self._last_index:
+            return
+        self._last_index = index
+        self._starts.append(t_s)
+
     def open(self) -> None:
         """Start playback now."""
         self._t0 = self._now()
@@ -95,12 +120,23 @@ class ReplaySource:
             raise RuntimeError("replay source is not open")
         now = self._now()
         out = []
+        self._holding = False
         events = self.recording.events
         while self._next < len(events):
             t_rel, raw = events[self._next]
             t = self._t0 + t_rel / self._speed
             if t > now:
                 break
+            if isinstance(raw, Await):
+                if not self._starts:
+                    self._holding = True  # until an episode starts
+                    break
+                # File time t_rel is the episode's start, or now if it started before.
+                start = max(self._starts.pop(0), t)
+                self._t0 = start - t_rel / self._speed
+                self._next += 1
+                self.awaited += 1
+                continue
             out.append((t, raw))
             self._next += 1
         return out

@@ -191,6 +191,8 @@ class _Labeler:
         self.pacer.reset()
         index = store.begin_episode(seed=seed)
         self.view.event(f"episode {index} started (seed {seed})")
+        attempt = self._attempts - 1  # announced: rises with every reset, kept or not
+        teleop.announce(attempt, "running", seed=seed)
         pos = neg = 0
         gripper_hold, done, end = -1.0, None, None
         while True:
@@ -223,6 +225,7 @@ class _Labeler:
             self.faults.ok()
             if terminated or truncated:
                 done = "task_failure" if terminated else "time_limit"
+        teleop.announce(attempt, "ended", end=end)
         if end in ("discard", "stopped", "stale_sensor"):
             store.abort_episode()
             self.discarded += end == "discard"

@@ -106,6 +106,39 @@ def test_replay_node_publishes_recorded_sequence(tmp_path, ros_processes, ros_cl
     assert tw == [tuple(e[0]), tuple(e[1]), tuple(e[5]), tuple(np.zeros(6))]
 
 
+def test_replay_holds_at_an_await_until_the_recorder_runs_an_episode(
+    tmp_path, ros_processes, ros_client_factory
+):
+    """An await line holds the presses (a lost press under load is what it prevents): the
+    node publishes a device at rest, however long, until ``teleop/session`` says an episode
+    runs; then the press follows, 0.05 s of file time later."""
+    from std_msgs.msg import String
+
+    domain = next(_DOMAINS)
+    rec = tmp_path / "events.jsonl"
+    header = {"format": "robot_rl.teleop_events", "version": 1, "device": "spacemouse"}
+    items = [{"t_s": 0.0, "await": "episode"}, {"t_s": 0.05, "raw": _sm(1, 350, 0, 0)}]
+    rec.write_text("\n".join(json.dumps(x) for x in [header, *items]) + "\n")
+    client = ros_client_factory(domain)
+    client.subscribe(TwistStamped, "/arm/teleop/twist", qos.SENSOR)
+    session = client.publisher(String, "/arm/teleop/session", qos.STATUS)
+    node = ros_processes(
+        [sys.executable, "-m", "drivers.teleop.node", "--device", "replay", "--file", str(rec)]
+        + ["--ns", "arm", "--rate-hz", "50"],
+        domain,
+        "teleop",
+    )
+    twists = client.history["/arm/teleop/twist"]
+    # 50 messages at 50 Hz: a second of playback, twenty times the press's file time.
+    client.wait_for(lambda: len(twists) >= 50, 60.0, "50 twists from the replay node")
+    assert node.alive, node.log()
+    assert not any(np.any(_twist(m)) for m in twists), "a press played before the episode ran"
+    session.publish(String(data=json.dumps({"episode": 0, "state": "ended", "end": "reset"})))
+    session.publish(String(data=json.dumps({"episode": 0, "state": "running", "seed": 3})))
+    client.wait_for(lambda: np.any(_twist(twists[-1])), 30.0, "the press after the start")
+    assert _twist(twists[-1]) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
 def _twist(m: TwistStamped) -> list[float]:
     lin, ang = m.twist.linear, m.twist.angular
     return [lin.x, lin.y, lin.z, ang.x, ang.y, ang.z]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from drivers.teleop.base import DeviceTeleop
+from drivers.teleop.events import Await
 from drivers.teleop.gamepad import BTN_SOUTH, BTN_TR, GamepadParser, check_event
 from drivers.teleop.keyboard import KeyboardParser, split_keys
 from drivers.teleop.mapping import (
@@ -258,6 +259,79 @@ def test_record_while_replaying_reproduces_the_file(tmp_path):
     assert [r for _, r in rec.events] == [r for _, r in original.events]
     # stamps are relative to the recorder's start (connect), which was at the replay start
     np.testing.assert_allclose([t for t, _ in rec.events], [t for t, _ in original.events])
+
+
+def _keyboard_file(path: Path, items: list[dict]) -> Path:
+    header = {"format": "robot_rl.teleop_events", "version": 1, "device": "keyboard"}
+    path.write_text("\n".join(json.dumps(x) for x in [header, *items]) + "\n")
+    return path
+
+
+def test_replay_holds_at_an_await_until_an_episode_starts(tmp_path):
+    path = _keyboard_file(
+        tmp_path / "k.jsonl",
+        [
+            {"t_s": 0.0, "await": "episode"},
+            {"t_s": 0.1, "raw": "w"},
+            {"t_s": 3.0, "raw": "y"},
+            {"t_s": 4.0, "await": "episode"},
+            {"t_s": 4.5, "raw": "a"},
+            {"t_s": 6.0, "await": "episode"},
+            {"t_s": 6.1, "raw": "d"},
+        ],
+    )
+    assert load_recording(path).awaits == 3
+    clock = FakeClock(100.0)
+    src = ReplaySource(path, now_fn=clock)
+    src.open()
+    clock.t = 110.0  # long past the first press: nothing plays before an episode starts
+    assert src.poll() == [] and src.holding
+    src.episode_started(0, 108.0)  # 8 s late: file time 0.0 is the episode's start
+    assert src.poll() == [(108.1, "w")] and not src.holding
+    clock.t = 111.0
+    assert src.poll() == [(111.0, "y")] and not src.holding
+    src.episode_started(1, 111.5)  # the next one starts before file time 4.0 (at 112.0) ...
+    src.episode_started(1, 111.6)  # (a repeated announcement releases nothing more)
+    clock.t = 112.2
+    assert src.poll() == [] and not src.holding  # ... so the file keeps its own time
+    clock.t = 112.5
+    assert src.poll() == [(112.5, "a")] and not src.holding
+    clock.t = 115.0
+    assert src.poll() == [] and src.holding  # the repeat did not count as episode 2
+    src.episode_started(2, 116.0)
+    clock.t = 116.2
+    assert src.poll() == [(116.1, "d")] and src.finished and src.awaited == 3
+
+
+def test_a_recording_marks_episode_starts_and_replays_by_them(tmp_path):
+    clock = FakeClock(100.0)
+    out = tmp_path / "rec.jsonl"
+    live = _keyboard_file(tmp_path / "live.jsonl", [{"t_s": 0.5, "raw": "w"}])
+    teleop = DeviceTeleop(
+        ReplaySource(live, now_fn=clock), KeyboardParser(), record_path=out, now_fn=clock
+    )
+    teleop.connect()
+    clock.t = 100.2
+    teleop.episode_started(0, clock.t)  # the recorder's announcement
+    clock.t = 100.6
+    teleop.read()
+    teleop.disconnect()
+    rec = load_recording(out)
+    assert rec.events == ((0.2, Await("episode")), (0.5, "w"))
+    # Replayed, the press comes 0.3 s after the episode start, whenever that is.
+    clock.t = 200.0
+    src = ReplaySource(rec, now_fn=clock)
+    src.open()
+    clock.t = 205.0
+    assert src.poll() == []
+    src.episode_started(7, 204.0)
+    assert src.poll() == [(204.3, "w")]
+
+
+def test_an_unknown_await_names_the_line(tmp_path):
+    path = _keyboard_file(tmp_path / "k.jsonl", [{"t_s": 0.0, "await": "reset"}])
+    with pytest.raises(RecordingFormatError, match=r":2: .*await 'reset' is not one of"):
+        load_recording(path)
 
 
 def test_recorder_round_trip_spacemouse_bytes(tmp_path):
