@@ -4,9 +4,16 @@ verdicts against the twin's."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from robot_rl.app.rehearsal_report import figures, target_met, uncorrected_successes
+from robot_rl.app.rehearsal_report import (
+    figures,
+    ros_eval_figures,
+    target_met,
+    uncorrected_successes,
+)
 
 
 def _row(i: int, twin: bool, classifier: bool, corrections: int) -> dict:
@@ -55,3 +62,29 @@ def test_the_target_is_judged_on_the_final_evaluation():
     assert target_met({"success_rate": 0.88, "episodes": 50}, 0.9, 50) is False
     assert target_met({"success_rate": 1.0, "episodes": 20}, 0.9, 50) is False  # too few
     assert target_met(None, 0.9, 50) is None and target_met({}, 0.9, 50) is None
+
+
+def _scores(path, starts_and_success):
+    lines = [
+        {"episode": i, "wall_start": t, "wall_end": t + 1.0, "success": ok}
+        for i, (t, ok) in enumerate(starts_and_success)
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_the_ros_evaluation_is_scored_by_the_twin_inside_its_window(tmp_path):
+    # Two training episodes before the window, then three evaluation episodes.
+    _scores(tmp_path / "scores.jsonl", [(1, True), (2, True), (10, True), (11, False), (12, True)])
+    per = [{"success": True}, {"success": True}, {"success": False}]  # the classifier's verdicts
+    result = {"per_episode": per, "success_rate": 2 / 3, "sensor_faults": 0}
+    f = ros_eval_figures(tmp_path, result, {"wall_start": 9.5, "wall_end": 13.0})
+    assert f["final_eval_ros_episodes"] == 3
+    assert f["final_eval_ros_success"] == pytest.approx(2 / 3)  # the twin: yes, no, yes
+    assert f["final_eval_ros_classifier_false_positives"] == 1  # episode 1
+    assert f["final_eval_ros_classifier_false_negatives"] == 1  # episode 2
+    # One score more than episodes (a stale sensor's retried episode): no shifted join.
+    g = ros_eval_figures(
+        tmp_path, {**result, "per_episode": per[:2]}, {"wall_start": 9.5, "wall_end": 13.0}
+    )
+    assert g["final_eval_ros_success"] is None and g["final_eval_ros_episodes"] == 2
+    assert ros_eval_figures(tmp_path, None, None)["final_eval_ros_success"] is None

@@ -6,13 +6,28 @@ the latest checkpoint (``--checkpoint best``: the one with the best periodic eva
 ``seed + i``; the default seeds are disjoint from training's and from the periodic
 evaluations'). ``--video`` records the first ``--video-episodes`` episodes from
 ``--video-cameras`` (rendered out of band; they never enter the observation).
+
+``--setup`` evaluates on a robot setup over ROS 2 instead (its nodes must run, e.g. under
+``robot-rl up``): the same env the actor drives, in real time, with no person at the teleop. On
+a setup whose task success cannot be read (hardware, or the twin with ``privileged: false``)
+``--reward <classifier>`` says when an episode succeeded, as it did for the actor; the twin's
+own episode scores (``sim.ros_node --score-log``) are the truth to check it against. A stale
+sensor ends the episode it happens in, which is then run again with the same seed (at most
+:data:`SENSOR_RETRIES` times; ``sensor_faults`` counts them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+SENSOR_RETRIES = 3
+"""Times one episode of ``eval --setup`` is run again after a stale sensor ended it."""
+EVAL_SETUP_DIR = "eval_setup"
+"""``eval --setup --reward``: the classifier's confirmations (frames and scores) are kept in
+``<run>/eval_setup/reward_triggers/``, apart from the actor's."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,15 @@ class EvalCmdConfig:
     video_size: int = 256
     """Video camera images are video_size x video_size pixels (rendered out of band, so
     independent of the policy's --image-size)."""
+    setup: Path | None = None
+    """Evaluate on this robot setup over ROS 2, in real time (its nodes must run, e.g. under
+    `robot-rl up`), instead of on the direct twin."""
+    reward: Path | None = None
+    """With --setup: the success classifier (a `reward train` directory) that says when an
+    episode succeeded, where the setup's task success cannot be read (hardware, or
+    privileged: false)."""
+    domain_id: int | None = None
+    """With --setup: ROS_DOMAIN_ID of the setup's graph (default: $ROS_DOMAIN_ID)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -50,6 +74,16 @@ class EvalCmdConfig:
             raise ValueError("video needs at least one camera in video_cameras")
         if not 16 <= self.video_size <= 480:
             raise ValueError(f"video_size {self.video_size} must be in [16, 480] pixels")
+        if self.setup is not None and self.video is not None:
+            raise ValueError(
+                "--video renders the direct twin's cameras; with --setup there is none: drop "
+                "--video (record's --video-dir writes a setup camera's episodes)"
+            )
+        if self.reward is not None and self.setup is None:
+            raise ValueError(
+                "--reward needs --setup: the direct twin judges success itself; pass --setup "
+                "<setup.yaml> to evaluate on a robot with the classifier"
+            )
 
 
 def run_eval(cfg: EvalCmdConfig) -> dict:
@@ -81,6 +115,8 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     sac = sac_config(cmd)
     if not checkpoint_candidates(cfg.run):
         raise FileNotFoundError(f"{cfg.run} has no checkpoint yet (checkpoints/latest.json)")
+    if cfg.setup is not None:
+        return _eval_on_setup(cfg, cmd, sac)
     env, backend = make_env_from_setup(cmd.env.env_setup())
     try:
         adapter = ObsAdapter(env.observation_space)
@@ -148,4 +184,77 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     }
     out.update(res.summary())
     out["video"] = str(cfg.video) if cfg.video is not None else None
+    return out
+
+
+def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
+    """``run_eval`` with ``--setup`` (see the module docstring)."""
+    from policies.features import frame_features_for
+    from robot_rl.app.compose import agent_factory, build_envs
+    from robot_rl.core.types import StaleSensorError
+    from robot_rl.learner.checkpoint import load_best_checkpoint, load_latest_checkpoint
+    from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import EvalResult, evaluate
+    from robot_rl.run.normalize import StateNormalizer
+
+    ecmd = dataclasses.replace(
+        cmd,
+        run=cfg.run / EVAL_SETUP_DIR,  # the classifier's confirmations go here
+        setup=cfg.setup,
+        reward=cfg.reward,
+        human="none",
+        launch=False,
+        domain_id=cfg.domain_id,
+    )
+    # one frozen backbone: the policy and an in-process classifier read the same pass
+    features = frame_features_for(sac.encoder, cmd.env.obs, cmd.device)
+    envs = build_envs(ecmd, features)
+    try:
+        env = envs.env
+        adapter = ObsAdapter(env.observation_space)
+        agent = agent_factory(sac, cmd.seed, cmd.device, features)(
+            adapter.layout, env.action_space.shape[0]
+        )
+        load = load_best_checkpoint if cfg.checkpoint == "best" else load_latest_checkpoint
+        restored = load(cfg.run, agent)
+        assert restored is not None
+        state = restored.state
+        to_agent = adapter.to_learner
+        if state.state_norm is not None:
+            norm = StateNormalizer.from_json(state.state_norm)
+
+            def to_agent(obs):
+                return norm.obs(adapter.to_learner(obs))
+
+        episodes, faults = [], 0
+        for i in range(cfg.episodes):
+            for attempt in range(SENSOR_RETRIES + 1):
+                try:
+                    episodes += evaluate(env, agent, to_agent, 1, cfg.seed + i).episodes
+                    break
+                except StaleSensorError as e:
+                    faults += 1
+                    if attempt == SENSOR_RETRIES:
+                        raise RuntimeError(
+                            f"episode {i} (seed {cfg.seed + i}) ended on a stale sensor "
+                            f"{SENSOR_RETRIES + 1} times; the last: {e}"
+                        ) from e
+    finally:
+        envs.close()
+    out = {
+        "task": cmd.env.task,
+        "obs": cmd.env.obs,
+        "run": str(cfg.run),
+        "checkpoint": str(restored.path),
+        "checkpoint_choice": cfg.checkpoint,
+        "checkpoints_skipped": list(restored.skipped),
+        "env_steps": state.env_steps,
+        "updates": state.updates,
+        "setup": str(cfg.setup),
+        "reward": None if cfg.reward is None else str(cfg.reward),
+        "success_from": "classifier" if cfg.reward is not None else "task",
+        "sensor_faults": faults,
+    }
+    out.update(EvalResult(tuple(episodes)).summary())
+    out["video"] = None
     return out

@@ -14,13 +14,14 @@ and false negatives (the twin saw success, it never confirmed), the actor's tick
 worst tick and observation age (mean, max), the learner's updates and updates per second of
 training wall time.
 
-The target (``target_met``) is judged on the final evaluation: the deterministic policy,
-without the human, over ``target_episodes`` episodes scored by the twin, as HIL-SERL and SERL
-report a trained policy. The rolling success of the uncorrected training episodes is the
-in-loop early stop. It rarely fires with the simulated human: the human corrects the
-exploring policy whenever it stalls for ``patience_steps`` (1 s at 10 Hz), which a stochastic
-training policy does in most episodes even when its deterministic version succeeds
-(:func:`target_met`).
+The target (``target_met``) is judged on the final evaluation over ROS 2
+(:func:`ros_eval_figures`): the deterministic policy, without the human, on the real-time twin
+as the robot day ran, over ``target_episodes`` episodes as the twin scored them, as HIL-SERL
+and SERL report a trained policy (without that evaluation: the direct twin's). The rolling
+success of the uncorrected training episodes is the in-loop early stop. It rarely fires with
+the simulated human: the human corrects the exploring policy whenever it stalls for
+``patience_steps`` (1 s at 10 Hz), which a stochastic training policy does in most episodes
+even when its deterministic version succeeds (:func:`target_met`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,49 @@ def target_met(final_eval: dict | None, target: float, n: int) -> bool | None:
     return int(final_eval.get("episodes") or 0) >= n and final_eval["success_rate"] >= target
 
 
+def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dict[str, Any]:
+    """The final evaluation over ROS 2: the classifier's verdicts (``result``, the JSON of
+    ``robot-rl eval --setup``) joined in order with the twin's scores of the episodes that
+    started in its wall-time ``window``. The join needs one score per evaluated episode: a
+    stale sensor's retried episode is scored too, and then the twin's figure is left out
+    (None) rather than shifted."""
+    from sim.scoring import read_scores
+
+    none = {
+        "final_eval_ros_episodes": None,
+        "final_eval_ros_success": None,
+        "final_eval_ros_classifier_success": None,
+        "final_eval_ros_classifier_false_positives": None,
+        "final_eval_ros_classifier_false_negatives": None,
+        "final_eval_ros_sensor_faults": None,
+    }
+    if not result or not window:
+        return none
+    per = result.get("per_episode") or []
+    path = out / "scores.jsonl"
+    scores = [
+        r
+        for r in (read_scores(path) if path.exists() else [])
+        if window["wall_start"] <= r["wall_start"] <= window["wall_end"]
+    ]
+    fig = dict(none)
+    fig.update(
+        final_eval_ros_episodes=len(per),
+        final_eval_ros_classifier_success=result.get("success_rate"),
+        final_eval_ros_sensor_faults=result.get("sensor_faults"),
+    )
+    if per and len(scores) == len(per):
+        twin = [bool(r["success"]) for r in scores]
+        mine = [bool(e["success"]) for e in per]
+        pairs = list(zip(mine, twin, strict=True))
+        fig.update(
+            final_eval_ros_success=float(np.mean(twin)),
+            final_eval_ros_classifier_false_positives=sum(m and not t for m, t in pairs),
+            final_eval_ros_classifier_false_negatives=sum(t and not m for m, t in pairs),
+        )
+    return fig
+
+
 def _mean_interventions(rows: list[dict]) -> float | None:
     return float(np.mean([r["interventions"] for r in rows])) if rows else None
 
@@ -204,7 +248,15 @@ def write_report(
         final_eval_success=final.get("success_rate"),
         final_eval_episodes=final.get("episodes"),
         final_eval_env_steps=final.get("env_steps"),
-        target_met=target_met(final, cfg.target_success, cfg.target_episodes),
+    )
+    fig.update(ros_eval_figures(out, results.get("eval_ros"), steps.get("eval_ros")))
+    judged = final
+    if fig["final_eval_ros_success"] is not None:  # the robot day's own path, the twin's truth
+        judged = {"success_rate": fig["final_eval_ros_success"],
+                  "episodes": fig["final_eval_ros_episodes"]}  # fmt: skip
+    fig.update(
+        target_met=target_met(judged, cfg.target_success, cfg.target_episodes),
+        target_judged_on="eval_ros" if judged is not final else "eval",
     )
     ev = results.get("reward_eval") or {}
     report = {
@@ -268,10 +320,15 @@ def summary(report: dict[str, Any]) -> str:
     lines = [
         f"# Rehearsal: {cfg['task']} from {cfg['obs']}",
         "",
-        f"- The final policy (deterministic, no human) on {f['final_eval_episodes']} episodes of "
-        f"the direct twin: **{_fmt(f['final_eval_success'])}** success; the target (at least "
-        f"{cfg['target_success']} over {cfg['target_episodes']} episodes) is "
-        f"**{_verdict(f.get('target_met'))}**.",
+        f"- The final policy (deterministic, no human) on the real-time twin over ROS 2, "
+        f"{f.get('final_eval_ros_episodes')} episodes ended by the classifier: "
+        f"**{_fmt(f.get('final_eval_ros_success'))}** success as the twin scored them "
+        f"(classifier: {_fmt(f.get('final_eval_ros_classifier_success'))}, false positives "
+        f"{f.get('final_eval_ros_classifier_false_positives')}, false negatives "
+        f"{f.get('final_eval_ros_classifier_false_negatives')}); on the direct twin, "
+        f"{f['final_eval_episodes']} episodes: **{_fmt(f['final_eval_success'])}**. The target "
+        f"(at least {cfg['target_success']} over {cfg['target_episodes']} episodes, judged on "
+        f"{f.get('target_judged_on')}) is **{_verdict(f.get('target_met'))}**.",
         f"- Success over the last {f['success_last_uncorrected_n']} uncorrected training episodes "
         f"(the twin's score; the in-loop early stop): **{_fmt(f['success_last_uncorrected'])}**"
         f" (stops at {cfg['target_success']} over {cfg['target_episodes']}); robot minutes to it: "

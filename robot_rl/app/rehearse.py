@@ -20,12 +20,16 @@ written to ``<out>/setup.yaml``):
    last ``--target-episodes`` episodes without a correction succeeded at ``--target-success``
    (as the twin scored them; the actor's log says which episodes were corrected), or after
    ``--robot-minutes`` of robot time.
-6. ``robot-rl eval --run <out>/learner --episodes <target-episodes>``: the final policy,
-   deterministic and without the human, scored by the direct twin of the same task (the
-   evaluator, after the day; nothing of it reaches the run). The target is judged here
-   (``target_met``: at least ``--target-success`` over ``--target-episodes`` episodes), as
-   published real-robot results judge a trained policy; the rolling rule of step 5 is only the
-   early stop (:mod:`robot_rl.app.rehearsal_report` says why it rarely fires).
+6. ``robot-rl eval --run <out>/learner --setup <out>/setup.yaml --reward <classifier>
+   --episodes <target-episodes>``: the final policy, deterministic and without the human, on
+   the same real-time twin over ROS 2 as the robot day ran, its episodes ended by the
+   classifier; the twin's own scores of these episodes are the truth. The target is judged
+   here (``target_met``: at least ``--target-success`` over ``--target-episodes`` episodes,
+   as the twin scored them), as published real-robot results judge a trained policy; the
+   rolling rule of step 5 is only the early stop (:mod:`robot_rl.app.rehearsal_report` says
+   why it rarely fires).
+7. ``robot-rl eval --run <out>/learner --episodes <target-episodes>``: the same policy on the
+   direct twin (lockstep, the task's own success), for comparison with the benchmarks.
 
 No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
 env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
@@ -53,7 +57,7 @@ import yaml
 
 from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
 
-STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval")
+STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval")
 """The rehearsal's steps, in order (``report.json``'s ``steps`` holds each one's wall time)."""
 HUMAN_NODE = "teleop"
 """The simulated human's node name (``sim.human_node``): the one reader of ``task/status``
@@ -287,6 +291,10 @@ class Rehearsal:
             self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
                                        "--json"])  # fmt: skip
             self._train(setup, obs, size)
+            self._step("eval_ros", ["eval", "--run", str(self.out / "learner"), "--setup",
+                                    str(setup), "--reward", str(self.out / "classifier"),
+                                    "--episodes", str(cfg.target_episodes),
+                                    "--json"])  # fmt: skip
             self._step("eval", ["eval", "--run", str(self.out / "learner"), "--episodes",
                                 str(cfg.target_episodes), "--json"])  # fmt: skip
         finally:

@@ -54,7 +54,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     report = json.loads(proc.stdout)
     assert report == json.loads((out / "report.json").read_text())
     assert set(report["steps"]) == {
-        "up", "record", "label", "reward_train", "reward_eval", "train", "eval"
+        "up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval"
     }  # fmt: skip
     assert report["record"]["kept"] == 3 and report["record"]["successes"] == 3
     assert report["label"]["positives"] > 0 and report["label"]["negatives"] > 0
@@ -70,7 +70,12 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert f["robot_minutes"] <= 0.5 + 1e-9
     assert 0.0 < f["actor_mean_obs_age_s"] <= f["actor_max_obs_age_s"]  # real time: never 0
     assert f["final_eval_episodes"] == 10 and 0.0 <= f["final_eval_success"] <= 1.0
-    assert f["target_met"] == (f["final_eval_success"] >= 0.9)
+    # The final evaluation over ROS 2 on the same real-time twin, its episodes ended by the
+    # classifier and scored by the twin (one score per episode: joined, not skipped).
+    assert f["final_eval_ros_episodes"] == 10 and 0.0 <= f["final_eval_ros_success"] <= 1.0
+    assert f["final_eval_ros_classifier_false_positives"] >= 0
+    assert f["target_judged_on"] == "eval_ros"
+    assert f["target_met"] == (f["final_eval_ros_success"] >= 0.9)
     assert all(isinstance(r["twin_success"], bool) for r in report["episodes"])
     assert sum(r["length"] for r in report["episodes"]) <= f["actor_steps"]
     for name in ("success.png", "interventions.png", "summary.md", "setup.yaml", "config.json"):
@@ -79,7 +84,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
         assert (out / name).exists(), name
     # The twin scored every episode of the day, demos and labelling included.
     scored = [json.loads(s) for s in (out / "scores.jsonl").read_text().splitlines()]
-    assert len(scored) >= 1 + 3 + 4 + f["episodes"]
+    assert len(scored) >= 1 + 3 + 4 + f["episodes"] + 10
     assert "privileged: false" in (out / "setup.yaml").read_text().replace("'", "")
     # A second run into the same directory is refused, nothing overwritten.
     again = _rehearse(out, a2_domain, options, 120)

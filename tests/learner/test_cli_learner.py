@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from robot_rl.cli.main import main
 
 
@@ -95,3 +97,18 @@ def test_collect_train_eval(tmp_path, capsys):
 def test_eval_of_a_missing_run_is_a_clear_error(tmp_path, capsys):
     assert main(["eval", "--run", str(tmp_path / "nope")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--setup", "s.yaml", "--video", "v.mp4"], "--video renders the direct twin's cameras"),
+        (["--reward", "rm"], "--reward needs --setup"),
+    ],
+)
+def test_eval_on_a_setup_refuses_what_it_cannot_do(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as e:  # tyro refuses the options before main runs
+        main(["eval", "--run", str(tmp_path), *extra])
+    assert e.value.code == 2
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())  # tyro wraps it in a box
+    assert message in err
