@@ -17,7 +17,10 @@ per env step. Between two :meth:`RosTeleop.read` calls:
 A publisher whose clock goes back (the simulated human stamps its answers with the twin's sim
 time, which restarts at every ``task/reset``) has started a new episode: the latches are cleared
 before its first message of the new episode is latched, so nothing answered in an earlier
-episode (or an evaluation in between) carries over. Device clocks never go back.
+episode (or an evaluation in between) carries over. Device clocks never go back. "Goes back" is
+judged per topic (a topic's stamp behind its own last one and behind everything accepted since
+the last clear): the two topics arrive on separate readers, and under load an older twist can
+land after a newer joy, which must not wipe a tap the joy carried.
 
 The recorder announces its episodes on ``teleop/session`` (:meth:`RosTeleop.announce`: std_msgs/
 String JSON ``{"episode": i, "state": "running" | "ended", ...}``, STATUS QoS, so a teleop node
@@ -25,14 +28,15 @@ that starts late reads the latest): a replayed event file waits there for each e
 (:mod:`drivers.teleop.events`), and a person's device recording marks the episode starts.
 
 Malformed messages (wrong number of axes or buttons, NaN, out of range) are counted in the
-status and ignored. ``teleop/joy`` is read with the COMMAND profile but a reader queue of 10
-(compatible with the COMMAND publisher), so a burst of messages is not collapsed before the
-callback runs.
+status and ignored. ``teleop/joy`` is written and read with a history of 100
+(:data:`drivers.ros.qos.TELEOP_JOY`), so neither the teleop node's writer nor this reader
+collapses a burst of messages (and a tap in one of them) before the callback runs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +45,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import TwistStamped
-from rclpy.qos import HistoryPolicy, QoSProfile
 from sensor_msgs.msg import Joy
 from std_msgs.msg import String
 
@@ -50,13 +53,9 @@ from drivers.ros_session import RosSession
 from drivers.teleop.mapping import state_from_joy
 from robot_rl.core.types import TeleopState
 
-JOY_READER = QoSProfile(
-    reliability=qos.COMMAND.reliability,
-    history=HistoryPolicy.KEEP_LAST,
-    depth=10,
-    durability=qos.COMMAND.durability,
-)
-"""Reader QoS of ``teleop/joy``: COMMAND with a queue of 10 (see the module docstring)."""
+JOY_READER = qos.TELEOP_JOY
+"""Reader QoS of ``teleop/joy`` (see the module docstring)."""
+
 
 WAITING, LIVE, SILENT = "waiting", "live", "silent"
 
@@ -154,6 +153,8 @@ class RosTeleop:
         self._rejected = 0
         self._last_error: str | None = None
         self._last_stamp: float | None = None
+        self._topic_stamp: dict[str, float] = {}  # newest stamp per topic (twist, joy)
+        self._newest_since_clear: float | None = None
         self._joy_stamp: float | None = None  # header stamp of the newest valid teleop/joy
         self._session_pub: Any = None
         self._connected = False
@@ -321,10 +322,26 @@ class RosTeleop:
         joy: bool = False,
     ) -> None:
         now = self._now()
+        topic = "joy" if joy else "twist"
         with self._lock:
-            if self._last_stamp is not None and stamp < self._last_stamp - 1e-6:
-                self._buttons.clear()  # the publisher's clock went back: a new episode
+            # The publisher's clock went back (a new episode of the simulated human): this
+            # topic's stamp is behind its own last one, and behind everything accepted since
+            # the last clear. The two topics arrive on separate readers, so one may lag the
+            # other under load: an older twist after a newer joy is not a new episode (it
+            # would wipe a tap latched from the joy).
+            own = self._topic_stamp.get(topic)
+            newest = self._newest_since_clear
+            if (
+                own is not None
+                and stamp < own - 1e-6
+                and newest is not None
+                and (stamp < newest - 1e-6)
+            ):
+                self._buttons.clear()
                 self._gripper = None
+                self._newest_since_clear = None
+            self._topic_stamp[topic] = stamp
+            self._newest_since_clear = max(stamp, self._newest_since_clear or -math.inf)
             if joy:
                 self._joy_stamp = stamp
             self._twist = np.asarray(twist, dtype=np.float64)

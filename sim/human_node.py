@@ -146,7 +146,7 @@ class HumanNode(Node):
         super().__init__("teleop", namespace=namespace)
         self.follower = follower
         self.twist_pub = self.create_publisher(TwistStamped, "teleop/twist", qos.SENSOR)
-        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.COMMAND)
+        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.TELEOP_JOY)
         self.create_subscription(String, "task/status", self._on_status, qos.STATUS)
         self.rejected = 0
 

@@ -52,6 +52,18 @@ COMMAND = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 
+TELEOP_JOY = QoSProfile(
+    reliability=ReliabilityPolicy.RELIABLE,
+    history=HistoryPolicy.KEEP_LAST,
+    depth=100,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""``teleop/joy``, both ends: reliable, keep last 100 (2 s at the teleop node's 50 Hz). A
+tapped button is down in exactly one message. With a short history, a reader whose intake
+thread is a moment behind on a loaded machine (its rate budget, the GIL) lets DDS replace the
+unread tap with newer messages, and a writer replaces an unacknowledged one: the press is
+lost. The intake's rate budget still bounds what a flood costs."""
+
 STATUS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     history=HistoryPolicy.KEEP_LAST,
@@ -59,4 +71,12 @@ STATUS = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 
-__all__ = ["COMMAND", "IMAGE", "IMAGE_DEADLINE_S", "SENSOR", "SENSOR_DEADLINE_S", "STATUS"]
+__all__ = [
+    "COMMAND",
+    "IMAGE",
+    "IMAGE_DEADLINE_S",
+    "SENSOR",
+    "SENSOR_DEADLINE_S",
+    "STATUS",
+    "TELEOP_JOY",
+]

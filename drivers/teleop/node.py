@@ -12,8 +12,10 @@ success, failure, reset, discard; COMMAND QoS), both stamped with the monotonic 
 
 Replay: ``--device replay --file F`` plays F in real time through the recorded device's parser.
 Playback starts when both topics have a subscriber (``--start-timeout-s`` at most), so a late
-subscriber does not miss the start; ``--exit-at-end`` ends the node once the file is played and
-the final state has been published ``--tail-ticks`` times.
+subscriber does not miss the start; ``--exit-at-end`` ends the node once the file is played, the
+final state has been published ``--tail-ticks`` times, and the episode the file drove has ended
+(the recorder's ``"ended"`` announcement: a final press is then surely read; at most
+``--end-wait-s`` after the tail, and at once when no recorder announces anything).
 
 Episodes: the node reads ``teleop/session`` (std_msgs/String JSON ``{"episode": i, "state":
 "running" | "ended", ...}``, STATUS QoS), where ``record`` and ``label`` announce every episode
@@ -82,18 +84,23 @@ class TeleopNode(Node):
         start_timeout_s: float,
         exit_at_end: bool,
         tail_ticks: int,
+        end_wait_s: float = 30.0,
     ) -> None:
         super().__init__("teleop", namespace=namespace)
         if not rate_hz > 0:
             raise ValueError(f"rate_hz {rate_hz} must be > 0")
         self.teleop = teleop
         self.twist_pub = self.create_publisher(TwistStamped, "teleop/twist", qos.SENSOR)
-        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.COMMAND)
+        self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.TELEOP_JOY)
         self._wait = wait_for_subscribers
         self._deadline = time.monotonic() + start_timeout_s
         self._exit_at_end = exit_at_end
         self._tail = tail_ticks
         self.connected = False
+        self._awaited = 0
+        self._running: int | None = None  # the recorder's episode announced running, not ended
+        self._end_wait_s = end_wait_s
+        self._tail_done_at: float | None = None
         self.done = False
         self.published = 0
         self.session_sub = self.create_subscription(
@@ -111,8 +118,12 @@ class TeleopNode(Node):
         except (ValueError, KeyError, TypeError) as e:
             self.get_logger().warn(f"teleop/session: malformed announcement ignored ({e})")
             return
+        self.get_logger().info(f"teleop/session: episode {index} {state}")
         if state == "running":
+            self._running = index
             self.teleop.episode_started(index, time.monotonic())
+        elif self._running == index:
+            self._running = None
 
     def _ready(self) -> bool:
         if not self._wait:
@@ -141,9 +152,25 @@ class TeleopNode(Node):
         self.joy_pub.publish(Joy(header=convert.header(state.stamp_s), axes=axes, buttons=buttons))
         self.published += 1
         source = self.teleop.source
+        if isinstance(source, ReplaySource) and source.awaited != self._awaited:
+            self._awaited = source.awaited
+            self.get_logger().info(f"replay: await {self._awaited} passed, playing on")
         if self._exit_at_end and isinstance(source, ReplaySource) and source.finished:
             self._tail -= 1
-            if self._tail <= 0:
+            if self._tail > 0:
+                return
+            now = time.monotonic()
+            if self._tail_done_at is None:
+                self._tail_done_at = now
+            # A recorder reads once per step: leave only once it has ended the episode the
+            # file drove, so the file's last press (sent moments ago) is surely taken.
+            waited = now - self._tail_done_at
+            if self._running is None or waited >= self._end_wait_s:
+                if self._running is not None:
+                    self.get_logger().warn(
+                        f"episode {self._running} still runs {waited:.1f} s after the file "
+                        "ended (--end-wait-s); exiting"
+                    )
                 self.done = True
 
 
@@ -166,6 +193,13 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--start-timeout-s", type=float, default=30.0)
     p.add_argument("--exit-at-end", action="store_true", help="replay: exit when played")
     p.add_argument("--tail-ticks", type=int, default=10)
+    p.add_argument(
+        "--end-wait-s",
+        type=float,
+        default=30.0,
+        help="replay with --exit-at-end: wait at most this long for the recorder to end the "
+        "episode the file drove",
+    )
     return p.parse_known_args(argv)
 
 
@@ -185,7 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         wait = args.device == "replay"
     rclpy.init(args=[sys.argv[0], *ros_args])
     node = TeleopNode(
-        teleop, args.ns, args.rate_hz, wait, args.start_timeout_s, args.exit_at_end, args.tail_ticks
+        teleop,
+        args.ns,
+        args.rate_hz,
+        wait,
+        args.start_timeout_s,
+        args.exit_at_end,
+        args.tail_ticks,
+        args.end_wait_s,
     )
     try:
         while rclpy.ok() and not node.done:

@@ -196,9 +196,12 @@ class _Labeler:
         pos = neg = 0
         gripper_hold, done, end = -1.0, None, None
         while True:
-            if stop.requested or self.sess.teleop_ended():
+            if stop.requested:
                 end = "stopped"
                 break
+            # A teleop node that has ended (a replayed file played out) sent its last presses
+            # before it exited: read them, and stop only if none ends the episode.
+            ended = self.sess.teleop_ended()
             state = teleop.read()  # buttons down during the period that ended with `obs`
             held = LABEL_BUTTON in state.buttons
             truth = info.get(keys.INFO_SUCCESS)  # absent on hardware and privileged: false
@@ -210,7 +213,7 @@ class _Labeler:
                 end = done
                 break
             new = self.edges.update(state.buttons)
-            end = next((b for b in END_BUTTONS if b in new), None)
+            end = next((b for b in END_BUTTONS if b in new), "stopped" if ended else None)
             if end is not None:
                 break
             a = teleop_to_action(state, self.action_dim, gripper_hold)

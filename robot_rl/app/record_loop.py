@@ -126,15 +126,20 @@ class Recorder:
         steps, pending, begun, end = 0, None, False, None
         while end is None:
             self._show(steps, seed)
-            if stop.requested or self.sess.teleop_ended():
+            if stop.requested:
                 end = "stopped"
                 break
+            # A teleop node that has ended (a replayed file played out) sent its last presses
+            # before it exited: read them, and stop only if none ends the episode.
+            ended = self.sess.teleop_ended()
             robot_t = obs_stamp(obs, default=0.0)
-            if self._answer and not teleop.wait_for_stamp(robot_t, ANSWER_TIMEOUT_S):
+            if self._answer and not ended and not teleop.wait_for_stamp(robot_t, ANSWER_TIMEOUT_S):
                 self._late += 1
                 self.view.event(f"teleop: no answer for robot time {robot_t:.3f} s")
             state = teleop.read()
-            end = self._end_button(self.edges.update(state.buttons), steps)
+            end = self._end_button(self.edges.update(state.buttons), steps) or (
+                "stopped" if ended else None
+            )
             if end is not None:
                 break
             a = teleop_to_action(state, self.amap.dim, gripper_hold)

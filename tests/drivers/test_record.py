@@ -110,6 +110,50 @@ def test_ros_teleop_latches_buttons_and_zeroes_a_silent_twist(
         teleop.disconnect()
 
 
+def test_ros_teleop_keeps_a_tap_when_an_older_twist_lands_after_it(
+    ros_client_factory, a2_domain: int
+) -> None:
+    """The twist and the joy arrive on separate readers; under load an older twist can land
+    after a newer joy. That is not the publisher's clock going back (a new episode of the
+    simulated human), so the tap the joy carried stays latched. A real jump back still clears
+    what the earlier episode latched, and the new episode's first press survives the second
+    topic catching up."""
+    from drivers.ros_teleop import RosTeleop, RosTeleopConfig
+
+    client = ros_client_factory(a2_domain)
+    joy_pub = client.publisher(Joy, "/arm/teleop/joy", qos.TELEOP_JOY)
+    twist_pub = client.publisher(TwistStamped, "/arm/teleop/twist", qos.SENSOR)
+    teleop = RosTeleop(RosTeleopConfig(stale_after_s=5.0))
+    teleop.connect()
+    try:
+        _wait(lambda: joy_pub.get_subscription_count() > 0, 20, "the joy subscription")
+        _wait(lambda: twist_pub.get_subscription_count() > 0, 20, "the twist subscription")
+        sent = [0]
+
+        def send(pub, msg) -> None:  # one at a time, in this order
+            pub.publish(msg)
+            sent[0] += 1
+            _wait(lambda: teleop.status().received >= sent[0], 10, f"message {sent[0]}")
+
+        def joy(stamp: float, buttons: list[int]) -> Joy:
+            return Joy(header=convert.header(stamp), axes=[0.0] * 7, buttons=buttons)
+
+        def twist(stamp: float) -> TwistStamped:
+            return convert.twist_stamped_to_msg(np.zeros(6), stamp)
+
+        send(twist_pub, twist(5.00))
+        send(joy_pub, joy(5.02, [0, 1, 0, 0, 0]))  # the tap
+        send(twist_pub, twist(5.01))  # older than the tap, newer than the last twist
+        assert teleop.read().buttons == {"success"}
+        # The simulated human's reset: sim time restarts; a press latched before it is gone.
+        send(joy_pub, joy(9.0, [0, 0, 1, 0, 0]))
+        send(twist_pub, twist(0.02))  # the new episode, first on the twist topic
+        send(joy_pub, joy(0.02, [0, 1, 0, 0, 0]))  # its first press
+        assert teleop.read().buttons == {"success"}
+    finally:
+        teleop.disconnect()
+
+
 def test_joy_accepts_four_or_five_buttons() -> None:
     axes = [0.0] * 7
     assert state_from_joy(axes, [0, 0, 0, 0, 1], 0.0).buttons == {"discard"}
@@ -147,7 +191,7 @@ def test_record_event_file_keeps_the_marked_episodes(tmp_path: Path, a2_domain: 
     assert code == 0, log
     result = json.loads(stdout)
     assert [e["end"] for e in result["per_episode"]] == ["success", "failure", "success"], log
-    assert result["discarded"] == 1 and result["kept"] == 3, result
+    assert result["discarded"] == 1 and result["kept"] == 3, (result, log)
 
     episodes, meta = _episodes(out)
     assert [ep["meta"].success for ep in episodes] == [True, False, True]

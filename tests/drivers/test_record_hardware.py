@@ -225,7 +225,7 @@ def test_record_on_hardware_keeps_what_the_buttons_mark(tmp_path: Path, hw_domai
     assert (task_status_readers, task_reset_clients) == (0, 0), "the env used the twin's task"
     result = json.loads(stdout)
     assert [e["end"] for e in result["per_episode"]] == ["success", "failure", "success"], log
-    assert (result["kept"], result["discarded"], result["successes"]) == (3, 1, 2), result
+    assert (result["kept"], result["discarded"], result["successes"]) == (3, 1, 2), (result, log)
 
     with EpisodeLog.open(out, unfinished="error", mode="r") as store:
         meta = dict(store.meta)

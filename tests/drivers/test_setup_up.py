@@ -223,7 +223,7 @@ def test_up_restarts_a_crashed_node_and_shuts_down_cleanly(
     client = ros_client_factory(a2_domain)
     client.subscribe(String, "/arm/task/status", qos.STATUS)
     client.subscribe(TwistStamped, "/arm/teleop/twist", qos.SENSOR)
-    client.subscribe(Joy, "/arm/teleop/joy", qos.COMMAND)
+    client.subscribe(Joy, "/arm/teleop/joy", qos.TELEOP_JOY)
     client.wait_for(lambda: "/arm/task/status" in client.latest, 60, "the twin's task status")
     client.wait_for(lambda: len(client.history["/arm/teleop/twist"]) > 3, 30, "teleop messages")
 

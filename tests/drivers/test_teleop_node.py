@@ -61,7 +61,7 @@ def test_replay_node_publishes_recorded_sequence(tmp_path, ros_processes, ros_cl
     rec = tmp_path / "events.jsonl"
     _write_recording(rec)
     client = ros_client_factory(domain)
-    client.subscribe(Joy, "/arm/teleop/joy", qos.COMMAND)
+    client.subscribe(Joy, "/arm/teleop/joy", qos.TELEOP_JOY)
     client.subscribe(TwistStamped, "/arm/teleop/twist", qos.SENSOR)
     node = ros_processes(
         [
