@@ -98,15 +98,10 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     from robot_rl.app.build import make_env_from_setup
     from robot_rl.app.compose import agent_factory, sac_config
     from robot_rl.app.train_config import TrainCmdConfig, from_json
-    from robot_rl.learner.checkpoint import (
-        checkpoint_candidates,
-        load_best_checkpoint,
-        load_latest_checkpoint,
-    )
+    from robot_rl.learner.checkpoint import checkpoint_candidates
     from robot_rl.learner.loop import read_run_config
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import evaluate
-    from robot_rl.run.normalize import StateNormalizer
 
     stored = dict(read_run_config(cfg.run).get("cli") or {})
     if not stored:
@@ -121,16 +116,12 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
     try:
         adapter = ObsAdapter(env.observation_space)
         agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
-        if cfg.checkpoint == "best":
-            restored = load_best_checkpoint(cfg.run, agent)
-        else:
-            restored = load_latest_checkpoint(cfg.run, agent)  # skips damaged ones, warns
+        restored = _restore(cfg, agent)
     except BaseException:
         env.close()
         backend.close()
         raise
     assert restored is not None  # there are candidates: a checkpoint or a CheckpointError
-    ckpt, state = restored.path, restored.state
     writer, hook, oob = None, None, []
     if cfg.video is not None:
         from robot_rl.app.video import VideoWriter
@@ -156,13 +147,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
                 text = f"{cmd.env.task} ep {ep} step {step} R {ret:.1f}{tag}"
                 writer.add([c.read().image for c in vcams], text)
 
-    to_agent = adapter.to_learner
-    if state.state_norm is not None:
-        norm = StateNormalizer.from_json(state.state_norm)
-
-        def to_agent(obs):
-            return norm.obs(adapter.to_learner(obs))
-
+    to_agent = _to_agent(adapter, restored.state)
     try:
         res = evaluate(env, agent, to_agent, cfg.episodes, cfg.seed, on_step=hook)
     finally:
@@ -172,16 +157,7 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
             c.disconnect()
         env.close()
         backend.close()
-    out = {
-        "task": cmd.env.task,
-        "obs": cmd.env.obs,
-        "run": str(cfg.run),
-        "checkpoint": str(ckpt),
-        "checkpoint_choice": cfg.checkpoint,
-        "checkpoints_skipped": list(restored.skipped),
-        "env_steps": state.env_steps,
-        "updates": state.updates,
-    }
+    out = _result_head(cfg, cmd, restored)
     out.update(res.summary())
     out["video"] = str(cfg.video) if cfg.video is not None else None
     return out
@@ -192,10 +168,8 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
     from policies.features import frame_features_for
     from robot_rl.app.compose import agent_factory, build_envs
     from robot_rl.core.types import StaleSensorError
-    from robot_rl.learner.checkpoint import load_best_checkpoint, load_latest_checkpoint
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import EvalResult, evaluate
-    from robot_rl.run.normalize import StateNormalizer
 
     ecmd = dataclasses.replace(
         cmd,
@@ -215,16 +189,9 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
         agent = agent_factory(sac, cmd.seed, cmd.device, features)(
             adapter.layout, env.action_space.shape[0]
         )
-        load = load_best_checkpoint if cfg.checkpoint == "best" else load_latest_checkpoint
-        restored = load(cfg.run, agent)
+        restored = _restore(cfg, agent)
         assert restored is not None
-        state = restored.state
-        to_agent = adapter.to_learner
-        if state.state_norm is not None:
-            norm = StateNormalizer.from_json(state.state_norm)
-
-            def to_agent(obs):
-                return norm.obs(adapter.to_learner(obs))
+        to_agent = _to_agent(adapter, restored.state)
 
         episodes, faults = [], 0
         for i in range(cfg.episodes):
@@ -241,15 +208,8 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
                         ) from e
     finally:
         envs.close()
-    out = {
-        "task": cmd.env.task,
-        "obs": cmd.env.obs,
-        "run": str(cfg.run),
-        "checkpoint": str(restored.path),
-        "checkpoint_choice": cfg.checkpoint,
-        "checkpoints_skipped": list(restored.skipped),
-        "env_steps": state.env_steps,
-        "updates": state.updates,
+    out = _result_head(cfg, cmd, restored)
+    out |= {
         "setup": str(cfg.setup),
         "reward": None if cfg.reward is None else str(cfg.reward),
         "success_from": "classifier" if cfg.reward is not None else "task",
@@ -258,3 +218,37 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
     out.update(EvalResult(tuple(episodes)).summary())
     out["video"] = None
     return out
+
+
+def _restore(cfg: EvalCmdConfig, agent: Any) -> Any:
+    """The run's latest checkpoint into ``agent`` (damaged ones skipped with a warning), or
+    its best with ``--checkpoint best``."""
+    from robot_rl.learner.checkpoint import load_best_checkpoint, load_latest_checkpoint
+
+    load = load_best_checkpoint if cfg.checkpoint == "best" else load_latest_checkpoint
+    return load(cfg.run, agent)
+
+
+def _to_agent(adapter: Any, state: Any) -> Any:
+    """Env observation -> what the agent reads: the learner layout, the state normalised as
+    the run normalised it."""
+    if state.state_norm is None:
+        return adapter.to_learner
+    from robot_rl.run.normalize import StateNormalizer
+
+    norm = StateNormalizer.from_json(state.state_norm)
+    return lambda obs: norm.obs(adapter.to_learner(obs))
+
+
+def _result_head(cfg: EvalCmdConfig, cmd: Any, restored: Any) -> dict:
+    """What an evaluation result says of the run and the checkpoint it evaluated."""
+    return {
+        "task": cmd.env.task,
+        "obs": cmd.env.obs,
+        "run": str(cfg.run),
+        "checkpoint": str(restored.path),
+        "checkpoint_choice": cfg.checkpoint,
+        "checkpoints_skipped": list(restored.skipped),
+        "env_steps": restored.state.env_steps,
+        "updates": restored.state.updates,
+    }
