@@ -51,7 +51,11 @@ class ImpedanceConfig:
         limit_margin_rad: The joint-limit barrier acts this close to a limit, rad.
         limit_stiffness_nm_per_rad: Barrier stiffness inside the margin, N m/rad.
         torque_fraction: Commanded torques are clipped to this fraction of the FR3 limits.
-        max_torque_rate_nm_per_s: Largest change of a commanded torque, N m/s (FCI: 1000).
+        max_torque_rate_nm_per_s: Largest change of a commanded torque per 1 ms cycle, in N m/s,
+            both from our previous command and from the torque the robot reports it applied
+            (``tau_J_d``). Below half the FCI's 1000 N m/s: the robot may judge a command
+            against any earlier one that shared its reported torque (a late or dropped packet),
+            and those differ by up to twice this.
     """
 
     stiffness_trans_n_per_m: float = 800.0
@@ -66,7 +70,7 @@ class ImpedanceConfig:
     limit_margin_rad: float = 0.1
     limit_stiffness_nm_per_rad: float = 50.0
     torque_fraction: float = 0.8
-    max_torque_rate_nm_per_s: float = 500.0
+    max_torque_rate_nm_per_s: float = 400.0
 
     def __post_init__(self) -> None:
         for name in ("posture_rad", "joint_stiffness_nm_per_rad", "joint_damping_nms_per_rad"):
@@ -74,8 +78,12 @@ class ImpedanceConfig:
                 raise ValueError(f"{name} needs 7 values (one per joint)")
         if not 0 < self.torque_fraction <= 1:
             raise ValueError("torque_fraction must be in (0, 1]")
-        if not 0 < self.max_torque_rate_nm_per_s < 1000:
-            raise ValueError("max_torque_rate_nm_per_s must be in (0, 1000) (the FCI limit)")
+        if not 0 < self.max_torque_rate_nm_per_s < 500:
+            raise ValueError(
+                "max_torque_rate_nm_per_s must be in (0, 500): half the FCI's 1000 N m/s, because"
+                " a late packet can make the robot judge two of our commands that are two steps"
+                " apart as consecutive"
+            )
 
 
 @dataclass(frozen=True)
@@ -277,7 +285,17 @@ CYCLE_S = 1e-3
 
 
 class TorqueRateLimiter:
-    """Clips torques to ``torque_fraction`` of the FR3 limits and their rate of change."""
+    """Clips torques to ``torque_fraction`` of the FR3 limits and their rate of change.
+
+    The rate is bounded twice per cycle: against our own previous command (a smooth stream)
+    and against the torque the robot reports it applied, ``tau_J_d`` (what the robot judges
+    the next command against; libfranka's ``limitRate`` and franka_hardware use the same
+    reference). Against our own command alone, packets the robot skipped (it applies the
+    newest one that arrived, so a late burst drops the ones before it) add up: three skipped
+    0.5 N m steps read as one 1.5 N m step, a ``controller_torque_discontinuity`` reflex. Where
+    the two bounds do not overlap (the robot holds a torque we did not just send, e.g. a
+    stale command of an aborted motion), the robot's reference wins.
+    """
 
     def __init__(self, cfg: ImpedanceConfig) -> None:
         self.cfg = cfg
@@ -287,8 +305,13 @@ class TorqueRateLimiter:
         """Restart from ``tau_nm`` (default zero: a fresh torque-control session)."""
         self.last = np.zeros(7) if tau_nm is None else np.asarray(tau_nm, dtype=np.float64).copy()
 
-    def __call__(self, tau_nm: np.ndarray, dt_s: float) -> np.ndarray:
+    def __call__(
+        self, tau_nm: np.ndarray, dt_s: float, applied_nm: np.ndarray | None = None
+    ) -> np.ndarray:
         """Limited torques (7,) for a command ``dt_s`` after the previous one.
+
+        ``applied_nm``: the robot's reported commanded torque (``tau_J_d``) in the state this
+        command answers; None bounds against our previous command only.
 
         The step is bounded by one 1 ms cycle's worth even when ``dt_s`` is longer: the robot
         judges the change between two consecutive commands as a rate over its cycle, so after
@@ -296,7 +319,14 @@ class TorqueRateLimiter:
         ``controller_torque_discontinuity`` reflex."""
         limit = self.cfg.torque_fraction * TORQUE_LIMIT
         step = self.cfg.max_torque_rate_nm_per_s * min(dt_s, CYCLE_S)
-        tau = np.clip(np.clip(tau_nm, -limit, limit), self.last - step, self.last + step)
+        low, high = self.last - step, self.last + step
+        if applied_nm is not None:
+            applied = np.asarray(applied_nm, dtype=np.float64)
+            both_low, both_high = np.maximum(low, applied - step), np.minimum(high, applied + step)
+            apart = both_low > both_high
+            low = np.where(apart, applied - step, both_low)
+            high = np.where(apart, applied + step, both_high)
+        tau = np.clip(np.clip(tau_nm, -limit, limit), low, high)
         self.last = tau
         return tau
 

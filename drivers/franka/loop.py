@@ -154,7 +154,7 @@ class ControlLoop:
                 joint.q, joint.dq = q, np.zeros(7)
             if self.model is not None:
                 tau = tau + np.asarray(self.model.coriolis(state))
-            tau = limiter(tau, dt)
+            tau = limiter(tau, dt, np.asarray(state.tau_J_d))
             if self.fault_nm:
                 tau = tau.copy()
                 tau[0] += self.fault_nm  # injected fault: deliberately not rate-limited

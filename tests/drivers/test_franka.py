@@ -134,6 +134,64 @@ def test_torque_limiter_bounds_rate_and_range() -> None:
     np.testing.assert_allclose(out, cfg.max_torque_rate_nm_per_s * 1e-3)
 
 
+def robot_judged_rates(lim: control.TorqueRateLimiter, with_reference: bool, seed: int) -> float:
+    """Largest torque rate (N m/s) a robot judges while our commands arrive late.
+
+    A model of the FCI link under a loaded CPU (what franka-sim showed): each command lands
+    0-3 cycles after it was sent (in order); every cycle the robot applies the newest command
+    that arrived (a burst drops the ones before it) and judges it against the torque it
+    applied before, over one cycle; our state is 1-3 cycles old.
+    """
+    rng = np.random.default_rng(seed)
+    n = 3000
+    target = np.where((np.arange(n) // 40) % 2 == 0, 20.0, -20.0)  # keeps the limiter saturated
+    arrival, applied_at = np.zeros(n, dtype=int), np.zeros(n)
+    sent: list[float] = []
+    applied, worst, newest = 0.0, 0.0, -1
+    last_arrival = 0
+    for t in range(n):
+        seen_t = max(0, t - int(rng.integers(1, 4)))
+        reported = applied_at[seen_t] if t else 0.0
+        cmd = lim(
+            np.full(7, target[t]), control.CYCLE_S, np.full(7, reported) if with_reference else None
+        )[0]
+        sent.append(float(cmd))
+        last_arrival = max(last_arrival, t + int(rng.integers(0, 4)))
+        arrival[t] = last_arrival
+        arrived = [i for i in range(newest + 1, t + 1) if arrival[i] <= t]
+        if arrived:
+            newest = arrived[-1]
+            worst = max(worst, abs(sent[newest] - applied) / control.CYCLE_S)
+            applied = sent[newest]
+        applied_at[t] = applied
+    return worst
+
+
+def test_torque_limiter_keeps_late_and_dropped_packets_under_the_fci_rate() -> None:
+    """Bounded against our own previous command only, dropped packets add up to a reflex;
+    bounded against the robot's reported torque as well, they never do."""
+    cfg = control.ImpedanceConfig()
+    own_only = max(robot_judged_rates(control.TorqueRateLimiter(cfg), False, s) for s in range(3))
+    both = max(robot_judged_rates(control.TorqueRateLimiter(cfg), True, s) for s in range(3))
+    assert own_only > 1000.0  # the failure mode: controller_torque_discontinuity
+    assert both <= 2 * cfg.max_torque_rate_nm_per_s + 1e-6 < 1000.0
+
+
+def test_torque_limiter_follows_the_robots_torque_when_it_is_not_ours() -> None:
+    cfg = control.ImpedanceConfig()
+    step = cfg.max_torque_rate_nm_per_s * control.CYCLE_S
+    lim = control.TorqueRateLimiter(cfg)  # last command: zero
+    # The robot holds 3 N m on every joint (a stale command of an aborted motion): the next
+    # command starts from there, not from our zero.
+    out = lim(np.zeros(7), control.CYCLE_S, np.full(7, 3.0))
+    np.testing.assert_allclose(out, 3.0 - step)
+    # Overlapping bounds: within one step of both.
+    out = lim(np.full(7, 10.0), control.CYCLE_S, np.full(7, 3.0 - 1.5 * step))
+    np.testing.assert_allclose(out, 3.0 - 0.5 * step)
+    with pytest.raises(ValueError, match="half the FCI"):
+        control.ImpedanceConfig(max_torque_rate_nm_per_s=500.0)
+
+
 def test_impedance_pulls_towards_reference() -> None:
     """A TCP displaced by +x must get a joint torque whose TCP force points along -x."""
     q = np.asarray(kin.FR3_HOME_RAD)
