@@ -171,11 +171,15 @@ class ClassifierCard:
     split: dict[str, list[int]] = field(default_factory=dict)
     train_config: dict[str, Any] = field(default_factory=dict)
     frames: str = ""
+    gates: tuple[str, ...] = ()
+    """State gates (``gripper_pos>=0.45``) the threshold was calibrated with; the success
+    detector applies them at run time (``--reward-gate`` replaces them)."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(format=CARD_FORMAT, version=CARD_VERSION)
         d["cameras"], d["image_size"] = list(self.cameras), list(self.image_size)
+        d["gates"] = list(self.gates)
         return d
 
     @classmethod
@@ -186,6 +190,7 @@ class ClassifierCard:
             raise ValueError(f"card version {d.get('version')} != {CARD_VERSION}")
         kw = {k: v for k, v in d.items() if k not in ("format", "version")}
         kw["cameras"], kw["image_size"] = tuple(kw["cameras"]), tuple(kw["image_size"])
+        kw["gates"] = tuple(kw.get("gates", ()))  # cards written before gates have none
         return cls(**kw)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, NamedTuple
 
@@ -70,6 +70,61 @@ class StateGate:
     def passes(self, x: float) -> bool:
         """Whether state value ``x`` satisfies the gate."""
         return x >= self.value if self.op == ">=" else x <= self.value
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.op}{self.value:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> StateGate:
+        """``"gripper_pos>=0.45"`` -> a gate (the form ``--gates`` / ``--reward-gate`` take and
+        the classifier card stores).
+
+        Raises:
+            ValueError: Not ``NAME>=VALUE`` or ``NAME<=VALUE`` with a finite number.
+        """
+        for op in (">=", "<="):
+            name, sep, value = str(text).partition(op)
+            if sep:
+                try:
+                    bound = float(value)
+                except ValueError:
+                    break
+                return cls(name.strip(), op, bound)  # type: ignore[arg-type]
+        raise ValueError(
+            f"gate {text!r}: write NAME>=VALUE or NAME<=VALUE with a one-number state entry, "
+            "e.g. gripper_pos>=0.45 (0 open, 1 closed)"
+        )
+
+
+def parse_gates(texts: Sequence[str]) -> tuple[StateGate, ...]:
+    """Gates from their text forms (:meth:`StateGate.parse`); duplicates are refused by
+    :class:`DetectorConfig`."""
+    return tuple(StateGate.parse(t) for t in texts)
+
+
+def gate_mask(
+    gates: Sequence[StateGate], state: np.ndarray, slices: Mapping[str, Sequence[int]]
+) -> np.ndarray:
+    """(N,) bool: which rows of a flat state array ``state`` (N, S) pass every gate.
+
+    ``slices``: state part name (``gripper_pos`` or ``state/gripper_pos``) -> ``[start, stop)``
+    in the flat layout (the frames' ``state_slices``; see ``robot-rl label``).
+
+    Raises:
+        ValueError: A gate names a part the layout lacks or one of more than one number.
+    """
+    state = np.asarray(state)
+    ok = np.ones(len(state), dtype=bool)
+    names = {k.split("/")[-1]: v for k, v in slices.items()}
+    for g in gates:
+        if g.name not in names:
+            raise ValueError(f"gate {g} reads {g.name!r}, but the state has {sorted(names)}")
+        start, stop = (int(i) for i in names[g.name])
+        if stop - start != 1:
+            raise ValueError(f"gate {g}: {g.name!r} has {stop - start} numbers; gates read one")
+        x = state[:, start]
+        ok &= x >= g.value if g.op == ">=" else x <= g.value
+    return ok
 
 
 @dataclass(frozen=True)

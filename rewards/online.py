@@ -95,6 +95,11 @@ class OnlineRewarder:
         self._frames: dict[Key, Mapping[str, np.ndarray]] = {}
         self._human: dict[Key, str] = {}
 
+    @property
+    def detector_config(self) -> DetectorConfig:
+        """The success detector's settings (threshold, k of n, gates)."""
+        return self._detector.config
+
     @classmethod
     def remote(
         cls,

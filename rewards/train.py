@@ -33,7 +33,7 @@ with no positive) on held-out episodes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from rewards.calibration import (
     threshold_for_precision,
 )
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
+from rewards.detector import DetectorConfig, StateGate, gate_mask, parse_gates
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,11 @@ class ClassifierTrainConfig:
     max_latency_steps: int = 10
     """With calibration=episodes: a success confirmed more than this many steps after its first
     labelled frame counts as missed (10 steps = 1 s at 10 Hz)."""
+    gates: tuple[str, ...] = ()
+    """State gates a frame must pass to fire, e.g. `gripper_pos>=0.45 gripper_pos<=0.7` (a cube
+    in a closed hand: gripper_pos 0 open, 1 closed). The threshold is calibrated with them (a
+    blocked frame cannot fire), the card stores them and the success detector applies them at
+    run time. Needs frames that name their state parts (`robot-rl label` writes them)."""
     seed: int = 0
     """Seed of the episode split, the augmentation and the head's initialisation and batches."""
 
@@ -119,6 +125,7 @@ class ClassifierTrainConfig:
             raise ValueError(f"max_latency_steps must be >= 0, got {self.max_latency_steps}")
         if self.batch_size < 2 or self.max_epochs < 1 or self.augment_copies < 0:
             raise ValueError("batch_size >= 2, max_epochs >= 1, augment_copies >= 0")
+        DetectorConfig(gates=parse_gates(self.gates))  # malformed or duplicate gates
 
 
 def label_set_hash(
@@ -232,17 +239,23 @@ def train_classifier(
     cameras: tuple[str, ...],
     cfg: ClassifierTrainConfig,
     on_epoch: Callable[[int, float, float], None] | None = None,
+    state_slices: Mapping[str, Any] | None = None,
 ) -> tuple[ClassifierHead, ClassifierCard]:
     """Train a head on ``frames`` (:meth:`robot_rl.replay.frames.FrameLog.read`'s dict).
+
+    ``state_slices``: the frames' state layout (part -> ``[start, stop)``), needed with
+    ``cfg.gates``.
 
     Returns the trained, calibrated head and its card (``frames`` left empty for the caller).
 
     Raises:
         ValueError: No positive or no negative training frames, too few episodes, missing
-            cameras.
+            cameras, gates without a named state layout.
     """
     torch.manual_seed(cfg.seed)
     labels = np.asarray(frames["label"]).astype(bool)
+    gates = parse_gates(cfg.gates)
+    passes = frames_passing_gates(frames, gates, state_slices)
     episodes, steps = np.asarray(frames["episode"]), np.asarray(frames["step"])
     images = frames["obs"].get("images", {})
     missing = [c for c in cameras if c not in images]
@@ -305,6 +318,7 @@ def train_classifier(
     head.temperature.fill_(fit_temperature(logits, yva))
     with torch.no_grad():
         pva = head.prob(xva).double().numpy()
+    pva = np.where(passes[va], pva, 0.0)  # a frame a gate blocks cannot fire
     threshold, target_met, choice = _calibrate(pva, labels[va], episodes[va], steps[va], cfg)
     val = evaluate(
         pva, labels[va], episodes[va], steps[va], threshold, cfg.confirm_k, cfg.confirm_n
@@ -327,11 +341,41 @@ def train_classifier(
             "best_epoch": best[2],
             "calibration": cfg.calibration,
             **({"episode_choice": choice} if choice is not None else {}),
+            **(
+                {
+                    "gated_val_frames": int((~passes[va]).sum()),
+                    "gated_val_positive_frames": int((~passes[va] & labels[va]).sum()),
+                }
+                if gates
+                else {}
+            ),
         },
         split=split,
         train_config=asdict(cfg),
+        gates=tuple(str(g) for g in gates),
     )
     return head, card
+
+
+def frames_passing_gates(
+    frames: Mapping[str, Any], gates: Sequence[StateGate], state_slices: Mapping[str, Any] | None
+) -> np.ndarray:
+    """(N,) bool: the frames every gate lets fire (all True without gates).
+
+    Raises:
+        ValueError: Gates, but the frames have no state or do not name its parts.
+    """
+    n = len(np.asarray(frames["label"]))
+    if not gates:
+        return np.ones(n, dtype=bool)
+    state = frames.get("obs", {}).get("state")
+    if state is None or not state_slices:
+        raise ValueError(
+            f"gates {[str(g) for g in gates]} read the robot state, but these frames "
+            f"{'have no state' if state is None else 'do not name their state parts'}; label "
+            "them again with this version of `robot-rl label`, or train without gates"
+        )
+    return gate_mask(gates, np.asarray(state), state_slices)
 
 
 def _calibrate(

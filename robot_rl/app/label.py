@@ -63,6 +63,7 @@ def run_label(cfg: LabelConfig, view=None) -> dict:
     """
     from robot_rl.app.teleop_env import LiveView, load_setup_for_task, open_teleop_env
     from robot_rl.replay import ObsAdapter
+    from robot_rl.wrappers.flatten_state import named_state_slices
 
     check_out(cfg.out, cfg.resume, "frames")  # before starting any node
     setup = load_setup_for_task(cfg.setup, cfg.task, cfg.io.launch)
@@ -99,6 +100,8 @@ def run_label(cfg: LabelConfig, view=None) -> dict:
             "image_size": cfg.image_size,
             "control_hz": setup.control_hz,
             "label": "1: success button held during the control period ending at the frame",
+            # what `reward train --gates` reads (e.g. gripper_pos) in the flat state
+            "state_slices": named_state_slices(sess.env),
         }
         store = _open_store(cfg, adapter.layout, meta)
         result = _Labeler(cfg, sess, store, adapter, view).run()

@@ -108,6 +108,10 @@ class RehearseConfig:
     """Niceness of the learner process (0-19): on the machine it shares with the actor, the
     twin and the simulated human, the processes that keep time come first and the learner
     takes the CPU they leave (on a robot PC: `nice -n 10 robot-rl learner ...`). 0: equal."""
+    reward_gates: tuple[str, ...] = ()
+    """State gates of the classifier (`reward train --gates`), e.g. `gripper_pos>=0.45
+    gripper_pos<=0.7` for a cube in the closed hand: a frame outside them cannot confirm
+    success, whatever the cameras show."""
     learner_args: tuple[str, ...] = ()
     """More options of `robot-rl learner` (e.g. --utd 2)."""
     actor_args: tuple[str, ...] = ()
@@ -287,7 +291,9 @@ class Rehearsal:
                                  "--cameras", *cfg.cameras])  # fmt: skip
             self._step("reward_train", ["reward", "train", "--frames",
                                         str(self.out / "frames.zarr"), "--out",
-                                        str(self.out / "classifier"), "--json"])  # fmt: skip
+                                        str(self.out / "classifier"), "--json",
+                                        *(["--gates", *cfg.reward_gates]
+                                          if cfg.reward_gates else [])])  # fmt: skip
             self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
                                        "--json"])  # fmt: skip
             self._train(setup, obs, size)

@@ -165,6 +165,7 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
     with FrameLog.open(cfg.frames) as store:
         frames = store.read()
         cams = tuple(cfg.cameras) if cfg.cameras else tuple(store.layout.images)
+        slices = store.meta.get("state_slices")
     if not cams:
         raise ValueError(f"{cfg.frames} has no camera images; a classifier reads images")
     encoder = make_encoder(cfg.encoder, cfg.encoder_weights)
@@ -182,7 +183,7 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
         if progress:
             print(f"reward train: epoch {epoch} loss {loss:.4f} val {val:.4f}", file=sys.stderr)
 
-    head, card = train_classifier(frames, encoder, cams, tcfg, on_epoch)
+    head, card = train_classifier(frames, encoder, cams, tcfg, on_epoch, slices)
     import dataclasses
 
     card = dataclasses.replace(card, frames=str(Path(cfg.frames).resolve()))
@@ -198,7 +199,8 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
 def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
     """Metrics of a saved classifier on held-out episodes (see the module docstring)."""
     from rewards.classifier import load_classifier, read_card
-    from rewards.train import evaluate
+    from rewards.detector import parse_gates
+    from rewards.train import evaluate, frames_passing_gates
     from robot_rl.replay.frames import FrameLog
 
     card = read_card(cfg.model)
@@ -208,6 +210,7 @@ def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
         raise ValueError("the card names no training store; pass --frames")
     with FrameLog.open(source) as store:
         frames = store.read()
+        slices = store.meta.get("state_slices")
     episodes = np.asarray(frames["episode"])
     if cfg.frames is None:
         test = card.split.get("test", [])
@@ -218,6 +221,9 @@ def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
         keep = np.ones(len(episodes), bool)
     imgs = {c: np.asarray(frames["obs"]["images"][c])[keep] for c in card.cameras}
     probs = model.probs(imgs)
+    # the card's gates act as at run time: a frame they block cannot fire
+    passes = frames_passing_gates(frames, parse_gates(card.gates), slices)[keep]
+    probs = np.where(passes, probs, 0.0)
     trained = card.train_config or {}
     k = cfg.confirm_k or int(trained.get("confirm_k", 1))
     n = cfg.confirm_n or int(trained.get("confirm_n", 1))
@@ -236,6 +242,7 @@ def run_reward_eval(cfg: RewardEvalConfig) -> dict[str, Any]:
         "frames_path": str(source),
         "held_out": "test split" if cfg.frames is None else "all episodes",
         "threshold": card.threshold,
+        **({"gates": list(card.gates), "gated_frames": int((~passes).sum())} if card.gates else {}),
         **metrics,
     }
 

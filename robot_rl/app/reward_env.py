@@ -9,9 +9,9 @@ Composition of the learned-reward path (:class:`robot_rl.wrappers.LearnedReward`
 - the model runs in process, or behind ``--reward-server HOST:PORT`` (``robot-rl reward serve``
   with the same model: its id is checked), each step waiting at most ``--reward-deadline-s``
   for its answer; a late answer labels its transition when it arrives;
-- the success detector (threshold, ``--reward-k`` of ``--reward-n`` frames) decides
-  ``terminated``; every confirmation is logged with its frames under ``run/reward_triggers/``
-  for audit and hard negatives;
+- the success detector (threshold, ``--reward-k`` of ``--reward-n`` frames, the card's state
+  gates or ``--reward-gate``) decides ``terminated``; every confirmation is logged with its
+  frames under ``run/reward_triggers/`` for audit and hard negatives;
 - the twin no longer ends episodes on its own success; its truth stays in ``info`` for the
   false-success counters (tensorboard ``reward/*``). Evaluation still uses the twin's truth:
   it measures what the policy really does.
@@ -52,6 +52,8 @@ class LearnedRewardSettings:
     n: int = 3
     threshold: float | None = None
     encoder_weights: Path | None = None
+    gates: tuple[str, ...] | None = None
+    """State gates (``gripper_pos>=0.45``); None: the classifier card's."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.k <= self.n:
@@ -65,6 +67,13 @@ class LearnedRewardSettings:
             raise ValueError("--reward sim is the twin's own truth: it has no --reward-server")
         if self.threshold is not None and not 0.0 < self.threshold < 1.0:
             raise ValueError(f"--reward-threshold {self.threshold} must be in (0, 1)")
+        if self.gates is not None:
+            from rewards.detector import DetectorConfig, parse_gates
+
+            try:
+                DetectorConfig(gates=parse_gates(self.gates))
+            except ValueError as e:
+                raise ValueError(f"--reward-gate: {e}") from e
 
 
 def is_sim_truth(settings: LearnedRewardSettings) -> bool:
@@ -104,7 +113,7 @@ def make_rewarder(
     ``features``: a frozen backbone an in-process classifier may share (see reward_hook);
     ``card``: the classifier's card if already read."""
     from rewards.classifier import classifier_model_id, load_classifier
-    from rewards.detector import DetectorConfig
+    from rewards.detector import DetectorConfig, parse_gates
     from rewards.online import OnlineRewarder
     from rewards.trigger_log import TriggerLog
     from robot_rl.app.reward import make_encoder
@@ -117,7 +126,10 @@ def make_rewarder(
         return OnlineRewarder(SimReward(task), detector, (), trigger_log=log)
     card = card if card is not None else read_reward_card(settings)
     detector = DetectorConfig(
-        threshold=settings.threshold or card.threshold, k=settings.k, n=settings.n
+        threshold=settings.threshold or card.threshold,
+        k=settings.k,
+        n=settings.n,
+        gates=parse_gates(card.gates if settings.gates is None else settings.gates),
     )
     if settings.server is None:
         model = load_classifier(
@@ -189,18 +201,28 @@ def reward_hook(
     ``features``: the policy's frozen backbone, shared by an in-process EfficientNet-Lite0
     classifier (one backbone pass per frame for both); ``card``: the classifier's card if
     already read (else it is read here, once)."""
+    from rewards.detector import parse_gates
+    from robot_rl.core import keys
     from robot_rl.wrappers import LearnedReward
 
     if not is_sim_truth(settings) and card is None:
         card = read_reward_card(settings)
     size = None if card is None else tuple(card.image_size)
+    gates = settings.gates if settings.gates is not None else (card.gates if card else ())
+    parts = tuple(dict.fromkeys(g.name for g in parse_gates(gates))) or (keys.GRIPPER_POS,)
 
     def wrap(env: gym.Env, cameras: Mapping[str, Camera], task: Task) -> gym.Env:
         rewarder = make_rewarder(settings, run_dir, task, features, card)
         deadline = settings.deadline_s if settings.server is not None else 0.0
         try:
             return LearnedReward(
-                env, rewarder, cameras, deadline_s=deadline, image_size=size, human=human
+                env,
+                rewarder,
+                cameras,
+                deadline_s=deadline,
+                image_size=size,
+                human=human,
+                state_parts=parts,
             )
         except BaseException:
             rewarder.close()

@@ -101,6 +101,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
     from robot_rl.app.collect import LearnerEnvConfig
     from robot_rl.replay import ObsAdapter
     from robot_rl.replay.frames import FrameLog
+    from robot_rl.wrappers.flatten_state import named_state_slices
     from sim.experts.near_miss import NEAR_MISS_TASKS, NearMissExpert
 
     if cfg.task not in NEAR_MISS_TASKS:
@@ -122,6 +123,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
         "kind": "twin_frames",
         "task": cfg.task,
         "env": lenv.to_json(),
+        "state_slices": named_state_slices(env),  # what `reward train --gates` reads
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in _jsonable(cfg).items()},
     }
     store = FrameLog.create(out, adapter.layout, meta)

@@ -87,6 +87,9 @@ class RewardFlags:
     """--reward: see --reward-k."""
     reward_threshold: float | None = None
     """--reward: success threshold (None: the classifier card's, chosen for its precision)."""
+    reward_gate: tuple[str, ...] | None = None
+    """--reward: state gates every firing frame must pass, e.g. `gripper_pos>=0.45` (0 open, 1
+    closed); they replace the card's (`reward train --gates`). None: the card's."""
     reward_encoder_weights: Path | None = None
     """--reward: the classifier's encoder weights: for an hf:... encoder the save_pretrained
     directory it was trained with (required); for EfficientNet-Lite0 a weights file (None: the
@@ -113,6 +116,7 @@ class RewardFlags:
             k=self.reward_k,
             n=self.reward_n,
             threshold=self.reward_threshold,
+            gates=self.reward_gate,
             encoder_weights=self.reward_encoder_weights or self.efficientnet_weights,
         )
 

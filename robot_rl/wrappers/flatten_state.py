@@ -84,3 +84,16 @@ class FlattenState(gym.ObservationWrapper):
         out = dict(obs)
         out[keys.STATE] = self.flatten(obs[keys.STATE])
         return out
+
+
+def named_state_slices(env: gym.Env) -> dict[str, list[int]]:
+    """Part name -> ``[start, stop)`` in the flat ``obs["state"]`` of ``env`` (the learner's
+    layout): the slices of the :class:`FlattenState` in its wrapper chain. Stored with labelled
+    frames so that a success gate (``gripper_pos>=0.45``) can be evaluated on them; empty when
+    the chain does not flatten a named state."""
+    inner: gym.Env | None = env
+    while inner is not None:
+        if isinstance(inner, FlattenState):
+            return {k: [v.start, v.stop] for k, v in inner.slices.items()}
+        inner = getattr(inner, "env", None)
+    return {}

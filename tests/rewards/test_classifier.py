@@ -185,3 +185,55 @@ def test_reward_serve_cli_serves_the_classifier_on_loopback_with_a_token(trained
             proc.kill()
             proc.wait()
     assert proc.returncode == 0  # SIGTERM is a clean stop
+
+
+def test_gates_are_calibrated_with_stored_in_the_card_and_reach_the_detector(
+    trained, twin_frames, tmp_path
+):
+    """`reward train --gates`: a frame a gate blocks cannot fire, so the threshold is
+    calibrated on what the detector will see; the card keeps the gates and the run's detector
+    applies them (or `--reward-gate`'s)."""
+    from rewards.train import ClassifierTrainConfig, train_classifier
+    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.reward_env import LearnedRewardSettings, make_rewarder
+
+    with FrameLog.open(twin_frames) as store:
+        frames = store.read()
+        slices = store.meta["state_slices"]  # written by `reward frames` (and `label`)
+    grip = frames["obs"]["state"][:, slices["gripper_pos"][0]]
+    held = np.asarray(frames["label"]).astype(bool)
+    # Around the grip of every labelled success: the open-gripper frames cannot fire.
+    low, high = round(float(grip[held].min()) - 0.05, 3), round(float(grip[held].max()) + 0.05, 3)
+    gates = (f"gripper_pos>={low}", f"gripper_pos<={high}")
+    encoder, cams = make_encoder("efficientnet_lite0"), ("front", "wrist")
+    quick = {"max_epochs": 3, "augment_copies": 0}
+    _, card = train_classifier(
+        frames, encoder, cams, ClassifierTrainConfig(gates=gates, **quick), state_slices=slices
+    )
+    assert card.gates == gates
+    assert card.metrics["gated_val_positive_frames"] == 0
+    assert card.metrics["gated_val_frames"] > 0 and card.metrics["val"]["recall"] > 0.5
+    # A gate no frame passes: nothing fires, whatever the classifier says.
+    _, shut = train_classifier(
+        frames, encoder, cams, ClassifierTrainConfig(gates=("gripper_pos>=2",), **quick),
+        state_slices=slices,
+    )  # fmt: skip
+    assert shut.metrics["val"]["recall"] == 0 and shut.metrics["val"]["positives"] > 0
+    with pytest.raises(ValueError, match="do not name their state parts"):
+        train_classifier(frames, encoder, cams, ClassifierTrainConfig(gates=gates, **quick))
+
+    # The run: the card's gates by default, --reward-gate's instead when given.
+    out, _ = trained
+    task = None  # read by the twin's truth (--reward sim) only
+    default = make_rewarder(LearnedRewardSettings(model=out), tmp_path / "a", task)
+    chosen = make_rewarder(
+        LearnedRewardSettings(model=out, gates=("gripper_pos>=0.45",)), tmp_path / "b", task
+    )
+    try:
+        assert default.detector_config.gates == ()  # this card was trained without gates
+        assert [str(g) for g in chosen.detector_config.gates] == ["gripper_pos>=0.45"]
+    finally:
+        default.close()
+        chosen.close()
+    with pytest.raises(ValueError, match="--reward-gate"):
+        LearnedRewardSettings(model=out, gates=("gripper_pos=0.45",))

@@ -12,6 +12,8 @@ from rewards.detector import (
     DetectorConfig,
     StateGate,
     SuccessDetector,
+    gate_mask,
+    parse_gates,
     pr_auc,
     precision_recall_curve,
     threshold_for_precision,
@@ -291,3 +293,24 @@ def test_trigger_log_survives_a_torn_last_line(tmp_path):
             episode=0, step=4, reason="human", accepted=True, steps=[4], probs=[0.5],
             fired=[False], judge_prob=None, frames=[{"cam": np.zeros((4, 4, 3), np.float32)}],
         )  # fmt: skip
+
+
+def test_gates_parse_from_text_and_read_a_flat_state_by_name():
+    gates = parse_gates(["gripper_pos>=0.45", "gripper_pos <= 0.7"])
+    assert gates == (StateGate("gripper_pos", ">=", 0.45), StateGate("gripper_pos", "<=", 0.7))
+    assert [str(g) for g in gates] == ["gripper_pos>=0.45", "gripper_pos<=0.7"]
+    assert parse_gates([str(g) for g in gates]) == gates  # the card's form reads back
+    for bad in ("gripper_pos=0.5", "gripper_pos>=open", ">=0.5", "gripper_pos>=nan"):
+        with pytest.raises(ValueError, match="NAME>=VALUE|name a state entry|finite"):
+            parse_gates([bad])
+    with pytest.raises(ValueError, match="duplicate"):
+        DetectorConfig(gates=parse_gates(["gripper_pos>=0.4", "gripper_pos>=0.5"]))
+    # Flat states (tcp_pose 7, gripper_pos 1): open, holding, empty-closed.
+    slices = {"tcp_pose": [0, 7], "gripper_pos": [7, 8]}
+    state = np.zeros((3, 8), np.float32)
+    state[:, 7] = [0.0, 0.6, 1.0]
+    np.testing.assert_array_equal(gate_mask(gates, state, slices), [False, True, False])
+    with pytest.raises(ValueError, match="state has"):
+        gate_mask(parse_gates(["joint_pos>=0"]), state, slices)
+    with pytest.raises(ValueError, match="gates read one"):
+        gate_mask(parse_gates(["tcp_pose>=0"]), state, slices)
