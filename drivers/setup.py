@@ -48,7 +48,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,29 @@ class Setup:
     reset_pose: tuple[float, ...] | None = None
     reset_jitter_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
     privileged: bool = True
+
+    def camera_crops(self, cameras: Sequence[str] | None = None) -> dict[str, list[int] | None]:
+        """Camera -> its crop box ``[top, left, height, width]`` (None: the whole frame), for
+        ``cameras`` (default all): what a dataset, a frame store or a classifier records so
+        that a later command can tell whether it sees the same pixels."""
+        names = [c.name for c in self.cameras] if cameras is None else list(cameras)
+        crops = {c.name: (list(c.crop) if c.crop is not None else None) for c in self.cameras}
+        return {n: crops[n] for n in names if n in crops}
+
+    def crop_mismatch(self, recorded: Mapping[str, Any] | None) -> str | None:
+        """How ``recorded`` (camera -> crop box, as :meth:`camera_crops` wrote it) differs from
+        this setup's crops (``"front: [0, 80, 480, 480] there, whole frame here"``), or None
+        (also when nothing was recorded: data written before crops were stored)."""
+        if not recorded:
+            return None
+        now = self.camera_crops([c for c in recorded if c in {s.name for s in self.cameras}])
+        diff = {c: (recorded[c], box) for c, box in now.items() if recorded[c] != box}
+        if not diff:
+            return None
+        return "; ".join(
+            f"{c}: {old or 'whole frame'} there, {new or 'whole frame'} in {self.source}"
+            for c, (old, new) in diff.items()
+        )
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name``."""

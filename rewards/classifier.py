@@ -171,6 +171,9 @@ class ClassifierCard:
     split: dict[str, list[int]] = field(default_factory=dict)
     train_config: dict[str, Any] = field(default_factory=dict)
     frames: str = ""
+    camera_crops: dict[str, list[int] | None] | None = None
+    """Camera -> the setup's crop box the frames were labelled through (None: not recorded);
+    a run on a setup with other crops is refused."""
     gates: tuple[str, ...] = ()
     """State gates (``gripper_pos>=0.45``) the threshold was calibrated with; the success
     detector applies them at run time (``--reward-gate`` replaces them)."""

@@ -104,6 +104,8 @@ class RewardParts:
         hook: ``(env, cameras, task) -> LearnedReward(env)`` for the env builders, or None.
         verdicts: The person's success / failure teleop buttons (``--setup --human teleop``),
             attached once the teleop session exists; else None.
+        camera_crops: The crop boxes the classifier's frames were labelled through (its
+            card's), or None: not recorded.
     """
 
     settings: Any = None
@@ -111,6 +113,7 @@ class RewardParts:
     image_size: tuple[int, int] | None = None
     hook: Any = None
     verdicts: Any = None
+    camera_crops: Any = None
 
 
 def build_reward(cmd: TrainCmdConfig, features: Any = None) -> RewardParts:
@@ -135,7 +138,8 @@ def build_reward(cmd: TrainCmdConfig, features: Any = None) -> RewardParts:
     size = None if card is None else tuple(card.image_size)
     verdicts = TeleopVerdicts() if cmd.setup is not None and cmd.human == "teleop" else None
     hook = reward_hook(settings, cmd.run, verdicts, features=features, card=card)
-    return RewardParts(settings, reward_cameras(settings, card), size, hook, verdicts)
+    crops = None if card is None else card.camera_crops
+    return RewardParts(settings, reward_cameras(settings, card), size, hook, verdicts, crops)
 
 
 def twin_setup(cmd: TrainCmdConfig, reward: RewardParts) -> Any:

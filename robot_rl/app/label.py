@@ -102,8 +102,9 @@ def run_label(cfg: LabelConfig, view=None) -> dict:
             "label": "1: success button held during the control period ending at the frame",
             # what `reward train --gates` reads (e.g. gripper_pos) in the flat state
             "state_slices": named_state_slices(sess.env),
+            "camera_crops": setup.camera_crops(cams),
         }
-        store = _open_store(cfg, adapter.layout, meta)
+        store = _open_store(cfg, adapter.layout, meta, setup)
         result = _Labeler(cfg, sess, store, adapter, view).run()
     finally:
         if store is not None:
@@ -114,7 +115,7 @@ def run_label(cfg: LabelConfig, view=None) -> dict:
     return result
 
 
-def _open_store(cfg: LabelConfig, layout, meta: dict):
+def _open_store(cfg: LabelConfig, layout, meta: dict, setup):
     from robot_rl.replay.frames import FrameLog
 
     out = Path(cfg.out)
@@ -127,6 +128,12 @@ def _open_store(cfg: LabelConfig, layout, meta: dict):
         raise ValueError(
             f"{out} holds frames of layout {store.layout}, this env gives {layout}; label with "
             "the same --cameras / --image-size or into another --out"
+        )
+    if crops := setup.crop_mismatch(store.meta.get("camera_crops")):
+        store.close()
+        raise ValueError(
+            f"{out} holds frames labelled with other camera crops ({crops}); a classifier "
+            "would mix two views of the scene: label with the same crops or into another --out"
         )
     return store
 

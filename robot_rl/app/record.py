@@ -114,7 +114,9 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
     return cams, wr
 
 
-def _open_log(cfg: RecordConfig, lenv: LearnerEnvConfig, meta: dict, layout, action_dim: int, view):
+def _open_log(
+    cfg: RecordConfig, lenv: LearnerEnvConfig, meta: dict, layout, action_dim: int, view, setup
+):
     from robot_rl.replay import EpisodeLog, UnfinishedEpisodeError
 
     out = Path(cfg.out)
@@ -132,6 +134,8 @@ def _open_log(cfg: RecordConfig, lenv: LearnerEnvConfig, meta: dict, layout, act
         problem = f"was recorded with env settings {stored}, not {meta['env']}"
     elif log.layout != layout or log.action_dim != action_dim:
         problem = f"has layout {log.layout} / {log.action_dim}, the env {layout} / {action_dim}"
+    elif crops := setup.crop_mismatch((log.meta or {}).get("camera_crops")):
+        problem = f"was recorded with other camera crops ({crops})"
     if problem:
         log.close()
         raise ValueError(f"{out} {problem}; record with the same settings or into another --out")
@@ -196,8 +200,9 @@ def run_record(cfg: RecordConfig, view=None) -> dict:
             "setup": str(cfg.setup),
             "teleop": _teleop_name(cfg.io),
             "success_from": success_from,
+            "camera_crops": setup.camera_crops(lenv.cameras),
         }
-        log = _open_log(cfg, lenv, meta, adapter.layout, amap.dim, view)
+        log = _open_log(cfg, lenv, meta, adapter.layout, amap.dim, view, setup)
         rec = Recorder(cfg, sess, log, adapter, amap, success_from, view)
         result = rec.run()
     finally:

@@ -81,6 +81,10 @@ class RehearseConfig:
     """Camera frames are image_size x image_size pixels."""
     control_hz: float = 10.0
     """Control rate of the robot day."""
+    state_hz: float = 100.0
+    """Rate at which the twin publishes the robot state (a real arm's bridge: its `state_hz`);
+    every message costs the actor's ROS executor CPU time (and the GIL) whether or not a
+    control step reads it."""
     demos: int = 20
     """Demonstrations to record."""
     label_episodes: int = 10
@@ -136,6 +140,12 @@ class RehearseConfig:
             raise ValueError("--target-success must be in (0, 1] and --target-episodes >= 1")
         if not self.cameras:
             raise ValueError("--cameras: the classifier needs at least one camera")
+        from sim.realtime import EventSchedule
+
+        try:  # the twin's own check, before anything starts
+            EventSchedule(1.0 / 500.0, 1.0 / self.control_hz, self.state_hz, 30.0)
+        except ValueError as e:
+            raise ValueError(f"--state-hz {self.state_hz:g} / --control-hz: {e}") from e
 
     @property
     def robot_steps(self) -> int:
@@ -152,7 +162,7 @@ def write_setup(cfg: RehearseConfig) -> Path:
     cams = [{"name": c, "height": cfg.image_size, "width": cfg.image_size} for c in cfg.cameras]
     twin_args = ["--task", "${task}", "--ns", "${namespace}", "--cameras", *cfg.cameras,
                  "--image-size", str(cfg.image_size), "--mode", "${clock}",
-                 "--control-hz", "${control_hz}",
+                 "--control-hz", "${control_hz}", "--state-hz", f"{cfg.state_hz:g}",
                  "--score-log", str((cfg.out / "scores.jsonl").resolve())]  # fmt: skip
     raw = {
         "name": "rehearsal",
@@ -367,7 +377,7 @@ class Rehearsal:
                     bar.n = min(bar.total, round(time.time() - t0))
                     bar.set_postfix_str(_recent(done, cfg.target_episodes))
                     bar.refresh()
-                if _target_met(done, cfg):
+                if _early_stop_met(done, cfg):
                     stopped_by = "target"
                     self.say("train: success target met; stopping the actor")
                     actor.send_signal(signal.SIGINT)
@@ -400,7 +410,7 @@ class Rehearsal:
         )
 
 
-def _target_met(rows: list[dict], cfg: RehearseConfig) -> bool:
+def _early_stop_met(rows: list[dict], cfg: RehearseConfig) -> bool:
     """The last ``target_episodes`` uncorrected episodes succeeded (the twin's score) at least
     ``target_success`` of the time (the report's ``robot_minutes_to_target`` rule)."""
     clean = uncorrected_successes(rows)[-cfg.target_episodes :]

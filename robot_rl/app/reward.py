@@ -166,6 +166,7 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
         frames = store.read()
         cams = tuple(cfg.cameras) if cfg.cameras else tuple(store.layout.images)
         slices = store.meta.get("state_slices")
+        crops = store.meta.get("camera_crops")
     if not cams:
         raise ValueError(f"{cfg.frames} has no camera images; a classifier reads images")
     encoder = make_encoder(cfg.encoder, cfg.encoder_weights)
@@ -186,7 +187,11 @@ def run_reward_train(cfg: RewardTrainConfig, progress: bool = True) -> dict[str,
     head, card = train_classifier(frames, encoder, cams, tcfg, on_epoch, slices)
     import dataclasses
 
-    card = dataclasses.replace(card, frames=str(Path(cfg.frames).resolve()))
+    card = dataclasses.replace(
+        card,
+        frames=str(Path(cfg.frames).resolve()),
+        camera_crops=None if crops is None else {c: crops.get(c) for c in cams},
+    )
     if spec is not None:  # provenance: which directory and preprocessing the digest stands for
         encoder_spec = {**dataclasses.asdict(spec), "name": spec.name}
         card = dataclasses.replace(

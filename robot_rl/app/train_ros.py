@@ -194,7 +194,7 @@ def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
 
     Raises:
         ValueError: A hardware setup (no task reward), a task the running nodes do not serve,
-            cameras the setup lacks.
+            cameras the setup lacks, a classifier labelled through other camera crops.
         TimeoutError: Nodes or the teleop node not reachable.
     """
     from drivers.setup import load_setup
@@ -205,6 +205,12 @@ def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
     # make_ros_env's refusal of a hardware setup first, before any node starts.
     _check_hardware(load_setup(cmd.setup), needs_task_reward=settings is None)
     setup = load_setup_for_task(cmd.setup, cmd.env.task, cmd.launch)
+    if crops := setup.crop_mismatch(reward.camera_crops):
+        raise ValueError(
+            f"--reward {cmd.reward} was trained on frames labelled with other camera crops "
+            f"({crops}): it would judge pixels it never saw. Give the setup the crops the "
+            "frames were labelled with, or label and train the classifier again on this setup"
+        )
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)
     rcams = tuple(c for c in reward.cameras if c not in cams)

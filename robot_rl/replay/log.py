@@ -22,11 +22,13 @@ T next observations), so next_obs is never stored twice: step t of episode i (gl
 index ``s``) reads ``obs = obs_rows[s + i]`` and ``next_obs = obs_rows[s + i + 1]``.
 
 Crash safety: steps are buffered in RAM and flushed every ``flush_every_steps`` steps or
-``flush_interval_s`` seconds, whichever comes first. A flush writes the arrays first and then the
-commit record; every file is replaced atomically by zarr's local store, so after a crash the
-commit record names a consistent prefix (rows beyond it are ignored, and trimmed when opened
-for appending). An episode begun but not ended is recorded as open in the commit record; on
-:meth:`EpisodeLog.open` it is completed as truncated, dropped, or reported, by flag.
+``flush_interval_s`` seconds, whichever comes first (``auto_flush=False``: when the owner
+says, e.g. :meth:`EpisodeLog.flush_in_background` while a real-time loop waits for its robot).
+A flush writes the arrays first and then the commit record; every file is replaced atomically
+by zarr's local store, so after a crash the commit record names a consistent prefix (rows
+beyond it are ignored, and trimmed when opened for appending). An episode begun but not ended
+is recorded as open in the commit record; on :meth:`EpisodeLog.open` it is completed as
+truncated, dropped, or reported, by flag.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +77,7 @@ class EpisodeLog:
         mode: str,
         flush_every_steps: int,
         flush_interval_s: float,
+        auto_flush: bool = True,
     ) -> None:
         if flush_every_steps < 1:
             raise ValueError(f"flush_every_steps must be >= 1, got {flush_every_steps}")
@@ -83,6 +87,9 @@ class EpisodeLog:
         self.mode = mode
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
+        self.auto_flush = auto_flush
+        self._flusher: ThreadPoolExecutor | None = None  # flush_in_background's one worker
+        self._flushing: Future | None = None
         self._root = root
         attrs = dict(root.attrs)
         self.layout: ObsLayout = layout_from_json(attrs["layout"])
@@ -118,6 +125,7 @@ class EpisodeLog:
         flush_interval_s: float = 1.0,
         image_clevel: int = 3,
         image_chunk_steps: int = 1,
+        auto_flush: bool = True,
     ) -> EpisodeLog:
         """Create a new, empty log at ``path`` (refuses to overwrite).
 
@@ -132,6 +140,9 @@ class EpisodeLog:
             image_chunk_steps: Observation rows per image chunk. 1 (default) writes each frame
                 once; larger chunks read back faster (resume) but a flush rewrites the partly
                 filled chunk.
+            auto_flush: Flush from :meth:`append` when due. False: the owner flushes
+                (:meth:`flush_due`, :meth:`flush_in_background`); episode ends and
+                :meth:`close` still flush.
 
         Raises:
             FileExistsError: ``path`` exists.
@@ -145,7 +156,7 @@ class EpisodeLog:
             raise ValueError(f"image_chunk_steps must be >= 1, got {image_chunk_steps}")
         meta_json = json.loads(json.dumps(dict(meta or {})))  # fail early if not JSON-able
         root = create_store(path, layout, action_dim, meta_json, image_clevel, image_chunk_steps)
-        log = cls(root, path, "a", flush_every_steps, flush_interval_s)
+        log = cls(root, path, "a", flush_every_steps, flush_interval_s, auto_flush)
         log._arrays = {n: root[f"data/{n}"] for n in log._fields}
         return log
 
@@ -158,6 +169,7 @@ class EpisodeLog:
         *,
         flush_every_steps: int = 10,
         flush_interval_s: float = 1.0,
+        auto_flush: bool = True,
     ) -> EpisodeLog:
         """Open an existing log, checking it and handling an episode left open by a crash.
 
@@ -172,6 +184,7 @@ class EpisodeLog:
                 the recovery, trims uncommitted rows and allows appending episodes.
             flush_every_steps: See :meth:`create`.
             flush_interval_s: See :meth:`create`.
+            auto_flush: See :meth:`create`.
 
         Raises:
             FileNotFoundError: No store at ``path``.
@@ -185,7 +198,7 @@ class EpisodeLog:
         if mode not in ("r", "a"):
             raise ValueError(f"mode must be 'r' or 'a', got {mode!r}")
         root = open_store(path, writable=mode == "a")
-        log = cls(root, path, mode, flush_every_steps, flush_interval_s)
+        log = cls(root, path, mode, flush_every_steps, flush_interval_s, auto_flush)
         log._load(unfinished)
         log._publish()
         return log
@@ -339,9 +352,41 @@ class EpisodeLog:
         lo, hi = self._pv_range
         self._pv_range = [pv if lo is None else min(lo, pv), pv if hi is None else max(hi, pv)]
         self._n_open_steps += 1
-        due = time.monotonic() - self._last_flush >= self.flush_interval_s
-        if len(self._pending_steps) >= self.flush_every_steps or due:
+        if self.auto_flush and self.flush_due():
             self.flush()
+
+    def flush_due(self) -> bool:
+        """Whether ``flush_every_steps`` steps are buffered or ``flush_interval_s`` has passed
+        since the last flush (with steps buffered)."""
+        if not self._pending_steps:
+            return False
+        due = time.monotonic() - self._last_flush >= self.flush_interval_s
+        return len(self._pending_steps) >= self.flush_every_steps or due
+
+    def flush_in_background(self) -> bool:
+        """Start :meth:`flush` in a worker thread; False (nothing started) with nothing
+        buffered. Until :meth:`join_flush` returns, the log must not be used: a real-time loop
+        starts it just before it waits for the robot and joins it after, so the write (zarr's
+        compression and file writes, ~40-100 ms on a loaded 2-core machine) overlaps the wait
+        instead of delaying the next action."""
+        self._check_writable()
+        if not self._pending_steps:
+            return False
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="episode-log-flush")
+        self._flushing = self._flusher.submit(self._flush)
+        return True
+
+    @property
+    def flushing(self) -> bool:
+        """A :meth:`flush_in_background` was started and not yet joined."""
+        return self._flushing is not None
+
+    def join_flush(self) -> None:
+        """Wait for :meth:`flush_in_background` (no-op if none runs); re-raises its error."""
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None:
+            flushing.result()
 
     def end_episode(self, success: bool | None, **meta: Any) -> EpisodeMeta:
         """Close the open episode and flush it.
@@ -392,6 +437,11 @@ class EpisodeLog:
 
     def flush(self) -> None:
         """Write buffered steps, then the commit record."""
+        if self._flushing is not None:
+            raise RuntimeError(f"{self.path}: a background flush runs; join_flush() first")
+        self._flush()
+
+    def _flush(self) -> None:
         self._last_flush = time.monotonic()
         if not self._pending_steps or self.mode != "a":
             return
@@ -414,6 +464,11 @@ class EpisodeLog:
         """Flush and release. An episode still open stays open (recoverable on reopen)."""
         if self._closed:
             return
+        try:
+            self.join_flush()
+        finally:
+            if self._flusher is not None:
+                self._flusher.shutdown()
         if self.mode == "a":
             self.flush()
             self._trim(self._num_steps, self._num_obs, len(self._episodes))  # the spare rows
@@ -428,6 +483,8 @@ class EpisodeLog:
     def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self.path}: log is closed")
+        if self._flushing is not None:
+            raise RuntimeError(f"{self.path}: a background flush runs; join_flush() first")
         if self.mode != "a":
             raise RuntimeError(f"{self.path} is open read-only; open with mode='a' to write")
 

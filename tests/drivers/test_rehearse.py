@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drivers.ros.env import ros_env
 
@@ -48,7 +49,8 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     out = tmp_path / "day"
     options = ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
                "--demos", "3", "--label-episodes", "4", "--label-max-steps", "20",
-               "--robot-minutes", "0.5", "--target-episodes", "10"]  # fmt: skip
+               "--robot-minutes", "0.5", "--target-episodes", "10", "--state-hz", "50",
+               "--reward-gates", "gripper_pos>=0"]  # fmt: skip
     proc = _rehearse(out, a2_domain, options, 900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout)
@@ -85,7 +87,13 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     # The twin scored every episode of the day, demos and labelling included.
     scored = [json.loads(s) for s in (out / "scores.jsonl").read_text().splitlines()]
     assert len(scored) >= 1 + 3 + 4 + f["episodes"] + 10
-    assert "privileged: false" in (out / "setup.yaml").read_text().replace("'", "")
+    setup = yaml.safe_load((out / "setup.yaml").read_text())
+    assert setup["privileged"] is False
+    twin_args = setup["nodes"][0]["args"]
+    assert twin_args[twin_args.index("--state-hz") + 1] == "50"
+    # The gates went from the labelled frames' named state to the card the actor read.
+    card = json.loads((out / "classifier" / "card.json").read_text())
+    assert card["gates"] == ["gripper_pos>=0"] and card["metrics"]["gated_val_frames"] == 0
     # A second run into the same directory is refused, nothing overwritten.
     again = _rehearse(out, a2_domain, options, 120)
     assert again.returncode != 0 and "holds a rehearsal report" in again.stderr

@@ -401,3 +401,16 @@ def test_a_camera_crop_box_sets_the_frames_the_env_sees() -> None:
     front, wrist = parse_setup(raw, source="crop.yaml").cameras
     assert front.crop is None and front.frame_hw == (64, 64)
     assert wrist.crop == (8, 16, 32, 40) and wrist.frame_hw == (32, 40)
+
+
+def test_recorded_crops_are_compared_with_the_setups() -> None:
+    setup = parse_setup(_edit(("cameras", 1, "crop"), [8, 16, 32, 40]), source="crop.yaml")
+    assert setup.camera_crops() == {"front": None, "wrist": [8, 16, 32, 40]}
+    assert setup.camera_crops(["wrist"]) == {"wrist": [8, 16, 32, 40]}
+    assert setup.crop_mismatch(setup.camera_crops()) is None
+    assert setup.crop_mismatch(None) is None  # recorded before crops were stored
+    assert setup.crop_mismatch({"elsewhere": [0, 0, 8, 8]}) is None  # not a camera here
+    assert setup.crop_mismatch({"front": [0, 0, 32, 32], "wrist": None}) == (
+        "front: [0, 0, 32, 32] there, whole frame in crop.yaml; "
+        "wrist: whole frame there, [8, 16, 32, 40] in crop.yaml"
+    )

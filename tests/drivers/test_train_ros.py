@@ -229,6 +229,23 @@ def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) ->
     assert {ep["meta"].reward_model_id for ep in episodes} == {result["reward_model_id"]}
     _nodes_stopped(tmp_path)
 
+    # A classifier whose frames were labelled through another crop box of a camera would judge
+    # pixels it never saw: refused before any node starts.
+    card_path = model / "card.json"
+    card = json.loads(card_path.read_text())
+    card["camera_crops"] = {"front": [0, 16, 96, 96], "wrist": None}
+    card_path.write_text(json.dumps(card))
+    other = tmp_path / "run_cropped"
+    cli = Cli([a if a != str(run) else str(other) for a in args], h9_domain)
+    try:
+        code, _ = cli.finish(120)
+    finally:
+        cli.kill()
+    text = "\n".join(cli.lines)
+    assert code == 2, text
+    assert "other camera crops (front: [0, 16, 96, 96] there, whole frame in" in text, text
+    assert not other.exists()
+
 
 # -- the pieces ---------------------------------------------------------------------------------
 

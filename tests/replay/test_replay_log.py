@@ -280,3 +280,37 @@ def test_crash_between_data_and_commit_ignores_uncommitted_rows(tmp_path, unfini
     assert root["data/reward"].shape[0] == n  # uncommitted rows were trimmed, then appended to
     with EpisodeLog.open(path, unfinished="error") as log3:
         _assert_episode_matches(log3.read_episode(len(lengths)), 7, 2, lay)
+
+
+def test_a_background_flush_writes_what_the_owner_buffered_and_guards_the_log(tmp_path):
+    """auto_flush=False: appends stay in RAM until the owner flushes; a background flush (a
+    real-time loop starts it before it waits for its robot) makes them durable, and nothing
+    may touch the log until it is joined."""
+    lay = rd.layout()
+    path = tmp_path / "bg.zarr"
+    log = EpisodeLog.create(path, lay, rd.ACTION_DIM, flush_every_steps=2, auto_flush=False)
+    log.begin_episode("online")
+    for t in range(5):
+        log.append(**rd.step(lay, 0, t, 10))
+    assert log.flush_due() and log.open_episode is not None
+    assert log.open_episode.length == 0  # nothing durable: the owner did not flush
+    assert log.flush_in_background() and log.flushing
+    for use in (
+        lambda: log.append(**rd.step(lay, 0, 5, 10)),
+        log.flush,
+        lambda: log.end_episode(success=True),
+    ):
+        with pytest.raises(RuntimeError, match="background flush"):
+            use()
+    log.join_flush()
+    assert not log.flushing and not log.flush_due()
+    assert log.open_episode.length == 5
+    with EpisodeLog.open(path, unfinished="truncate", mode="r") as reader:  # on disk too
+        assert reader.episodes[0].length == 5
+    assert not log.flush_in_background()  # nothing buffered: nothing started
+    for t in range(5, 7):
+        log.append(**rd.step(lay, 0, t, 10))
+    assert log.flush_in_background()
+    log.close()  # joins the flush and writes the rest
+    with EpisodeLog.open(path, unfinished="truncate", mode="r") as reader:
+        assert reader.episodes[0].length == 7
