@@ -180,13 +180,7 @@ def test_train_over_ros_without_human_and_evaluation_between_episodes(
 def test_train_refuses_a_hardware_setup(tmp_path: Path, h9_domain: int) -> None:
     args = ["train", "--setup", str(REPO / "launch" / "franka_realsense.yaml")]
     args += ["--run", str(tmp_path / "run"), "--human", "teleop"]
-    cli = Cli(args, h9_domain)
-    try:
-        code, _ = cli.finish(120)
-    finally:
-        cli.kill()
-    text = "\n".join(cli.lines)
-    assert code == 2, text
+    text = _refused(args, h9_domain)
     assert "robot: hardware" in text and "reward model" in text, text
     assert not (tmp_path / "run").exists()
 
@@ -236,18 +230,24 @@ def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) ->
     card["camera_crops"] = {"front": [0, 16, 96, 96], "wrist": None}
     card_path.write_text(json.dumps(card))
     other = tmp_path / "run_cropped"
-    cli = Cli([a if a != str(run) else str(other) for a in args], h9_domain)
+    text = _refused([a if a != str(run) else str(other) for a in args], h9_domain)
+    assert "other camera crops (front: [0, 16, 96, 96] there, whole frame in" in text, text
+    assert not other.exists()
+
+
+# -- the pieces ---------------------------------------------------------------------------------
+
+
+def _refused(args: list[str], domain: int) -> str:
+    """Run ``robot-rl *args``, which must refuse (exit 2); returns its output."""
+    cli = Cli(args, domain)
     try:
         code, _ = cli.finish(120)
     finally:
         cli.kill()
     text = "\n".join(cli.lines)
     assert code == 2, text
-    assert "other camera crops (front: [0, 16, 96, 96] there, whole frame in" in text, text
-    assert not other.exists()
-
-
-# -- the pieces ---------------------------------------------------------------------------------
+    return text
 
 
 def _wait(pred, timeout_s: float, what: str) -> None:
