@@ -216,6 +216,12 @@ class ActorStats:
     overrun_thread_cpu_s: float = 0.0
     """CPU time of the acting thread in the same spans, summed, seconds (see the module
     docstring: far below ``overrun_work_s`` means the overruns were waits)."""
+    overrun_flush_wait_s: float = 0.0
+    """Of ``overrun_work_s``: waiting for the log's flush to finish after ``env.step`` (the
+    flush outlasted the step)."""
+    overrun_push_s: float = 0.0
+    """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
+    log, queueing them for the learner; embedded: the update)."""
     mean_obs_age_s: float = 0.0
     """Mean age of the observation's oldest sensor reading when the env assembled it (env
     clock; ``info["obs_age_s"]``), over the steps of this process."""
@@ -437,7 +443,9 @@ class Actor:
             obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         finally:
             env_s, env_cpu_s = time.monotonic() - t_env, time.thread_time() - c_env
+            t_join = time.monotonic()
             self.log.join_flush()  # what the flush outlasts the step by counts as actor work
+            flush_wait_s = time.monotonic() - t_join
         if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
             # raised) logs no empty episode
             begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
@@ -467,10 +475,14 @@ class Actor:
             end_s, end_cpu_s = time.monotonic() - t_end, time.thread_time() - c_end
         if self.late_rewards is not None:
             self.held.label(self.late_rewards.poll())
+        t_push = time.monotonic()
         self.link.after_step(done)
+        push_s = time.monotonic() - t_push
         self._tick(
             time.monotonic() - t0 - env_s - end_s,
             time.thread_time() - c0 - env_cpu_s - end_cpu_s,
+            flush_wait_s,
+            push_s,
         )
         if self.pace is not None:
             self.pace.tick()
@@ -513,7 +525,9 @@ class Actor:
         st.mean_obs_age_s += (float(age) - st.mean_obs_age_s) / self._ages
         st.max_obs_age_s = max(st.max_obs_age_s, float(age))
 
-    def _tick(self, work_s: float, cpu_s: float) -> None:
+    def _tick(
+        self, work_s: float, cpu_s: float, flush_wait_s: float = 0.0, push_s: float = 0.0
+    ) -> None:
         st, budget = self.stats, self.cfg.tick_budget_s
         st.ticks += 1
         st.max_tick_work_s = max(st.max_tick_work_s, work_s)
@@ -521,9 +535,12 @@ class Actor:
             st.tick_overruns += 1
             st.overrun_work_s += work_s
             st.overrun_thread_cpu_s += cpu_s
+            st.overrun_flush_wait_s += flush_wait_s
+            st.overrun_push_s += push_s
             log.warning(
-                "tick overrun: %.3f s of actor work (%.3f s on its CPU; budget %.3f s) at env "
-                "step %d", work_s, cpu_s, budget, st.env_steps,
+                "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s waiting for the "
+                "log's flush, %.3f s pushing; budget %.3f s) at env step %d",
+                work_s, cpu_s, flush_wait_s, push_s, budget, st.env_steps,
             )  # fmt: skip
 
     def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:

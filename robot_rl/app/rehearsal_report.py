@@ -235,6 +235,8 @@ def write_report(
         actor_max_tick_work_s=actor.get("max_tick_work_s"),
         actor_overrun_work_s=actor.get("overrun_work_s"),
         actor_overrun_thread_cpu_s=actor.get("overrun_thread_cpu_s"),
+        actor_overrun_flush_wait_s=actor.get("overrun_flush_wait_s"),
+        actor_overrun_push_s=actor.get("overrun_push_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
         learner_updates=learner.get("updates"),
@@ -302,7 +304,11 @@ def _cpu_share(f: dict[str, Any]) -> str:
     work, cpu = f.get("actor_overrun_work_s"), f.get("actor_overrun_thread_cpu_s")
     if not work or cpu is None:
         return "no overrun time measured"
-    return f"the acting thread was on a CPU for {cpu / work:.0%} of the overrun ticks' time"
+    said = f"the acting thread was on a CPU for {cpu / work:.0%} of the overrun ticks' time"
+    flush, push = f.get("actor_overrun_flush_wait_s"), f.get("actor_overrun_push_s")
+    if flush is not None and push is not None:  # actors since the flush left the tick
+        said += f", waited for the log's flush {flush / work:.0%}, pushed {push / work:.0%}"
+    return said
 
 
 def _verdict(met: bool | None) -> str:

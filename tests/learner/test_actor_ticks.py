@@ -59,6 +59,8 @@ def test_an_overrun_says_whether_the_actor_waited_or_computed(tmp_path, extra) -
     st = _actor_stats(tmp_path, extra)
     assert st.ticks == 10 and st.tick_overruns == 10  # every tick takes EXTRA_S > BUDGET_S
     assert st.overrun_work_s >= 10 * EXTRA_S
+    # The policy's extra time is neither the log's flush nor the push.
+    assert 0 <= st.overrun_flush_wait_s + st.overrun_push_s < st.overrun_work_s - 10 * EXTRA_S / 2
     cpu_per_tick = st.overrun_thread_cpu_s / st.tick_overruns
     if extra is _compute:
         assert cpu_per_tick >= EXTRA_S  # the spin is CPU time by construction
