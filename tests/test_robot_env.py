@@ -108,7 +108,10 @@ def test_stale_camera_frame_is_an_error_and_robot_holds():
     assert info[keys.INFO_OBS_AGE] == pytest.approx(0.0, abs=1e-9)
     _, _, _, _, info = env.step(np.zeros(7, np.float32))  # 0.1 s old: fine
     assert info[keys.INFO_OBS_AGE] == pytest.approx(0.1, abs=1e-9)  # the oldest reading's age
-    env.step(np.zeros(7, np.float32))  # 0.2 s old: fine
+    assert info[keys.INFO_ACTION_AGE] == pytest.approx(0.0, abs=1e-9)  # sim time stood still
+    _, _, _, _, info = env.step(np.zeros(7, np.float32))  # 0.2 s old: fine
+    # the action answered the 0.1 s old observation: its age when the action was sent
+    assert info[keys.INFO_ACTION_AGE] == pytest.approx(0.1, abs=1e-9)
     with pytest.raises(StaleSensorError, match="'front' frame is 0.300 s old"):
         env.step(np.array([1, 0, 0, 0, 0, 0, 0], np.float32))
     np.testing.assert_allclose(b.world.controller.target_pos, b.world.tcp_pose()[:3], atol=1e-12)

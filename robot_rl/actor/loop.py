@@ -226,6 +226,11 @@ class ActorStats:
     """Mean age of the observation's oldest sensor reading when the env assembled it (env
     clock; ``info["obs_age_s"]``), over the steps of this process."""
     max_obs_age_s: float = 0.0
+    mean_action_age_s: float = 0.0
+    """Mean age of that observation when its action was sent (``info["action_age_s"]``: the
+    observation's age plus the actor's work on it: reward, policy, log); over a real arm this
+    is the latency the policy acts with."""
+    max_action_age_s: float = 0.0
     late_ticks: int = 0
     interventions: int = 0
     intervened_steps: int = 0
@@ -307,6 +312,7 @@ class Actor:
         self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
         self._ages = 0  # steps with an observation age (ActorStats.mean_obs_age_s)
+        self._action_ages = 0  # ... with an action age (ActorStats.mean_action_age_s)
         self.log = self._open_log(dict(log_meta or {}))
         online = [e for e in self.log.episodes if e.source == SOURCE_ONLINE]
         self.stats.env_steps = int(sum(e.length for e in online))
@@ -466,7 +472,8 @@ class Actor:
         st.env_steps += 1
         self._ep_len += 1
         self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
-        self._obs_age(info.get(keys.INFO_OBS_AGE))
+        self._ages = self._age("obs", info.get(keys.INFO_OBS_AGE), self._ages)
+        self._action_ages = self._age("action", info.get(keys.INFO_ACTION_AGE), self._action_ages)
         done = bool(terminated or truncated)
         end_s = end_cpu_s = 0.0
         if done:  # no action waits for the episode's end (a reset comes next): not tick work
@@ -517,13 +524,15 @@ class Actor:
         time.sleep(self.cfg.pause_poll_s)
         return time.monotonic() - t0
 
-    def _obs_age(self, age: float | None) -> None:
+    def _age(self, kind: str, age: float | None, n: int) -> int:
+        """Fold ``age`` into ``stats.mean/max_<kind>_age_s`` (the ``n`` ages so far); returns
+        the new count."""
         if age is None or not np.isfinite(age):
-            return
-        st = self.stats
-        self._ages += 1
-        st.mean_obs_age_s += (float(age) - st.mean_obs_age_s) / self._ages
-        st.max_obs_age_s = max(st.max_obs_age_s, float(age))
+            return n
+        st, mean, top = self.stats, f"mean_{kind}_age_s", f"max_{kind}_age_s"
+        setattr(st, mean, getattr(st, mean) + (float(age) - getattr(st, mean)) / (n + 1))
+        setattr(st, top, max(getattr(st, top), float(age)))
+        return n + 1
 
     def _tick(
         self, work_s: float, cpu_s: float, flush_wait_s: float = 0.0, push_s: float = 0.0

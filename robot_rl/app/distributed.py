@@ -46,6 +46,7 @@ from robot_rl.app.train_config import (
     EncoderName,
     HumanName,
     RewardFlags,
+    SimHumanFlags,
     TrainCmdConfig,
     from_json,
     resumed_command,
@@ -187,7 +188,7 @@ class LearnerCmdConfig:
 
 
 @dataclass(frozen=True)
-class ActorCmdConfig(RewardFlags):
+class ActorCmdConfig(RewardFlags, SimHumanFlags):
     """Run a distributed actor: act on the env, log, stream to the learner, load its weights."""
 
     run: Path
@@ -287,6 +288,7 @@ class ActorCmdConfig(RewardFlags):
             teleop_wait_s=self.teleop_wait_s,
             progress=False,
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(RewardFlags)},
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(SimHumanFlags)},
         )
 
     def actor_config(self) -> Any:

@@ -139,6 +139,8 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
         "final_eval_ros_classifier_false_positives": None,
         "final_eval_ros_classifier_false_negatives": None,
         "final_eval_ros_sensor_faults": None,
+        "final_eval_ros_mean_action_age_s": None,
+        "final_eval_ros_max_action_age_s": None,
     }
     if not result or not window:
         return none
@@ -154,6 +156,8 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
         final_eval_ros_episodes=len(per),
         final_eval_ros_classifier_success=result.get("success_rate"),
         final_eval_ros_sensor_faults=result.get("sensor_faults"),
+        final_eval_ros_mean_action_age_s=result.get("mean_action_age_s"),
+        final_eval_ros_max_action_age_s=result.get("max_action_age_s"),
     )
     if per and len(scores) == len(per):
         twin = [bool(r["success"]) for r in scores]
@@ -239,6 +243,8 @@ def write_report(
         actor_overrun_push_s=actor.get("overrun_push_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
+        actor_mean_action_age_s=actor.get("mean_action_age_s"),
+        actor_max_action_age_s=actor.get("max_action_age_s"),
         learner_updates=learner.get("updates"),
         learner_updates_per_s=(learner["updates"] / wall_s)
         if learner.get("updates") and wall_s
@@ -351,7 +357,11 @@ def summary(report: dict[str, Any]) -> str:
         f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
         f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s; {_cpu_share(f)}); observation age mean "
         f"{_fmt(f['actor_mean_obs_age_s'], '.3f')} s, max {_fmt(f['actor_max_obs_age_s'], '.3f')}"
-        f" s; learner {f['learner_updates']} updates, "
+        f" s; when its action was sent (the latency the policy acts with) mean "
+        f"{_fmt(f.get('actor_mean_action_age_s'), '.3f')} s, max "
+        f"{_fmt(f.get('actor_max_action_age_s'), '.3f')} s (final evaluation over ROS 2: mean "
+        f"{_fmt(f.get('final_eval_ros_mean_action_age_s'), '.3f')} s); "
+        f"learner {f['learner_updates']} updates, "
         f"{_fmt(f['learner_updates_per_s'])} updates/s.",
         f"- Readers of the twin's truth (task/status) during training: "
         f"{train.get('privileged_readers')}.",

@@ -56,6 +56,7 @@ from typing import Any, Literal
 import yaml
 
 from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
+from sim.human import HumanConfig
 
 STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval")
 """The rehearsal's steps, in order (``report.json``'s ``steps`` holds each one's wall time)."""
@@ -116,6 +117,10 @@ class RehearseConfig:
     """State gates of the classifier (`reward train --gates`), e.g. `gripper_pos>=0.45
     gripper_pos<=0.7` for a cube in the closed hand: a frame outside them cannot confirm
     success, whatever the cameras show."""
+    human_patience_steps: int = HumanConfig().patience_steps
+    """Training: the simulated human takes over when the policy has not made progress for this
+    many steps (`actor --human-patience-steps`); a person who steps in at every hesitation
+    leaves the policy few chances to recover on its own."""
     learner_args: tuple[str, ...] = ()
     """More options of `robot-rl learner` (e.g. --utd 2)."""
     actor_args: tuple[str, ...] = ()
@@ -134,6 +139,10 @@ class RehearseConfig:
             )
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"--learner-nice must be in 0..19, got {self.learner_nice}")
+        if self.human_patience_steps < 1:
+            raise ValueError(
+                f"--human-patience-steps must be >= 1, got {self.human_patience_steps}"
+            )
         if not self.robot_minutes > 0:
             raise ValueError(f"--robot-minutes must be > 0, got {self.robot_minutes}")
         if not 0.0 < self.target_success <= 1.0 or self.target_episodes < 1:
@@ -351,6 +360,7 @@ class Rehearsal:
         actor = self._spawn("actor", [
             "actor", "--learner", bind, "--run", str(self.out / "actor"), "--setup", str(setup),
             "--reward", str(self.out / "classifier"), "--human", "sim", "--seed", str(cfg.seed),
+            "--human-patience-steps", str(cfg.human_patience_steps),
             "--steps", str(cfg.robot_steps), "--no-progress", "--json", *env_args,
             *cfg.actor_args])  # fmt: skip
         self.say(f"train: learner on {bind}, actor on {setup} for {cfg.robot_minutes:g} robot min")

@@ -66,6 +66,34 @@ reward"):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SimHumanFlags:
+    """The simulated human's flags (``--human-*``, for ``--human sim``), shared by ``train``
+    and ``actor`` (over ROS 2 they become ``sim.human_node``'s arguments)."""
+
+    human_rule: HumanRule = _HUMAN.rule
+    """--human sim: always (the expert drives every step) or no_progress (takes over when the
+    best reward so far has not improved by --human-min-progress for --human-patience-steps)."""
+    human_patience_steps: int = _HUMAN.patience_steps
+    """--human sim: steps without progress before taking over."""
+    human_min_progress: float = _HUMAN.min_progress
+    """--human sim: reward improvement that counts as progress."""
+    human_takeover_steps: int = _HUMAN.takeover_steps
+    """--human sim: steps the expert drives per takeover."""
+    human_max_interventions: int = _HUMAN.max_interventions
+    """--human sim: takeovers per episode at most."""
+
+    def human_config(self) -> HumanConfig:
+        """The simulated human's settings (--human-*)."""
+        return HumanConfig(
+            rule=self.human_rule,
+            patience_steps=self.human_patience_steps,
+            min_progress=self.human_min_progress,
+            takeover_steps=self.human_takeover_steps,
+            max_interventions=self.human_max_interventions,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class RewardFlags:
     """The learned-reward flags (``--reward*``), shared by ``train`` and ``actor``."""
 
@@ -122,7 +150,7 @@ class RewardFlags:
 
 
 @dataclass(frozen=True)
-class TrainCmdConfig(RewardFlags):
+class TrainCmdConfig(RewardFlags, SimHumanFlags):
     """Train an agent on the twin (embedded default: one process)."""
 
     run: Path
@@ -188,17 +216,6 @@ class TrainCmdConfig(RewardFlags):
     """Reward of the rlif penalty transition (the twin's failure reward by default)."""
     intervention_hold_steps: int = 5
     """Steps a takeover stays alive after the last human input (the robot holds still)."""
-    human_rule: HumanRule = _HUMAN.rule
-    """--human sim: always (the expert drives every step) or no_progress (takes over when the
-    best reward so far has not improved by --human-min-progress for --human-patience-steps)."""
-    human_patience_steps: int = _HUMAN.patience_steps
-    """--human sim: steps without progress before taking over."""
-    human_min_progress: float = _HUMAN.min_progress
-    """--human sim: reward improvement that counts as progress."""
-    human_takeover_steps: int = _HUMAN.takeover_steps
-    """--human sim: steps the expert drives per takeover."""
-    human_max_interventions: int = _HUMAN.max_interventions
-    """--human sim: takeovers per episode at most."""
     setup: Path | None = None
     """Train behind ROS 2 on this setup (launch/*.yaml, robot: twin) instead of the direct twin;
     --task must be the setup's unless --launch."""
@@ -237,16 +254,6 @@ class TrainCmdConfig(RewardFlags):
                 f"realtime_factor must be >= 0 and teleop_wait_s > 0, got "
                 f"{self.realtime_factor} and {self.teleop_wait_s}"
             )
-
-    def human_config(self) -> HumanConfig:
-        """The simulated human's settings (--human-*)."""
-        return HumanConfig(
-            rule=self.human_rule,
-            patience_steps=self.human_patience_steps,
-            min_progress=self.human_min_progress,
-            takeover_steps=self.human_takeover_steps,
-            max_interventions=self.human_max_interventions,
-        )
 
     def train_config(self) -> TrainConfig:
         capacity = self.buffer_capacity

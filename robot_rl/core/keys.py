@@ -43,4 +43,5 @@ INFO_PRIVILEGED = "privileged"  # Dict of sim-only truth; policies never read it
 INFO_SAFETY = "safety"  # Dict of bools: which safety limits clipped this step's command
 INFO_OVERRUNS = "tick_overruns"  # int, cumulative control-tick overruns this episode
 INFO_OBS_AGE = "obs_age_s"  # float, age of the observation's oldest sensor reading when assembled
+INFO_ACTION_AGE = "action_age_s"  # float, that observation's age when its action was sent
 INFO_COMMAND = "command"  # (8,) executed command: target pose (7) + gripper (1)

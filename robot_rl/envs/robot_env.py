@@ -109,6 +109,7 @@ class RobotEnv(gym.Env):
         self._steps = 0
         self._needs_reset = True
         self._obs_age_s = float("nan")
+        self._obs_read_s = float("nan")  # clock time of the observation's oldest reading
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -156,6 +157,7 @@ class RobotEnv(gym.Env):
         else:
             target = frames.pose(state.tcp_pose[:3] + dpos, self._start_pose[3:7])
         gripper = float((a[-1] + 1.0) / 2.0)
+        action_age_s = self.clock.now_s() - self._obs_read_s  # the policy's time counts
         executed, report = self.robot.send_command(ArmCommand(target, gripper))
         self.clock.tick()
         obs = self._observe()
@@ -166,6 +168,7 @@ class RobotEnv(gym.Env):
         if terminated or truncated:
             self._needs_reset = True
         info = self._info(status, executed, report)
+        info[keys.INFO_ACTION_AGE] = float(action_age_s)
         return obs.to_dict(), float(status.reward), terminated, truncated, info
 
     def render(self):
@@ -226,6 +229,7 @@ class RobotEnv(gym.Env):
             stamps[cam.name] = float(frame.stamp_s)
             oldest = max(oldest, age)
         self._obs_age_s = float(oldest)
+        self._obs_read_s = now - float(oldest)
         parts = {p: state.part(p) for p in self.config.state_parts}
         if keys.TCP_POSE in parts:
             q = parts[keys.TCP_POSE][3:7]

@@ -63,6 +63,10 @@ class EvalEpisode:
     episode_return: float
     length: int
     success: bool
+    mean_action_age_s: float | None = None
+    """Mean age of the observation each action answered when it was sent
+    (``info["action_age_s"]``; None: the env does not report it)."""
+    max_action_age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,17 @@ class EvalResult:
             "mean_return": self.mean_return,
             "mean_length": self.mean_length,
             "per_episode": [asdict(e) for e in self.episodes],
+        } | self._action_age()
+
+    def _action_age(self) -> dict:
+        """``mean_action_age_s`` / ``max_action_age_s`` over the episodes that report one."""
+        eps = [e for e in self.episodes if e.mean_action_age_s is not None]
+        if not eps:
+            return {}
+        steps = sum(e.length for e in eps)
+        return {
+            "mean_action_age_s": sum(e.mean_action_age_s * e.length for e in eps) / steps,
+            "max_action_age_s": max(e.max_action_age_s for e in eps),
         }
 
 
@@ -125,6 +140,7 @@ def evaluate(
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
         ret, length, success = 0.0, 0, False
+        ages: list[float] = []
         if on_step is not None:
             on_step(i, 0, ret, success)
         while True:
@@ -133,9 +149,12 @@ def evaluate(
             ret += float(reward)
             length += 1
             success = success or bool(info.get(keys.INFO_SUCCESS, False))
+            if (age := info.get(keys.INFO_ACTION_AGE)) is not None:
+                ages.append(float(age))
             if on_step is not None:
                 on_step(i, length, ret, success)
             if terminated or truncated:
                 break
-        out.append(EvalEpisode(seed + i, ret, length, success))
+        age_fig = (float(np.mean(ages)), float(np.max(ages))) if ages else (None, None)
+        out.append(EvalEpisode(seed + i, ret, length, success, *age_fig))
     return EvalResult(tuple(out))

@@ -23,7 +23,7 @@ BUDGET_S = 0.02
 EXTRA_S = 0.05
 
 
-def _actor_stats(tmp_path, act_extra) -> Any:
+def _actor_stats(tmp_path, act_extra, wrap=None) -> Any:
     from robot_rl.actor.links import RemoteLink
     from robot_rl.actor.loop import Actor, ActorConfig
     from robot_rl.actor.policy import ActingPolicy
@@ -35,7 +35,7 @@ def _actor_stats(tmp_path, act_extra) -> Any:
             act_extra()
             return super().act(obs_learner, deterministic)
 
-    env = PointEnv(10)
+    env = PointEnv(10) if wrap is None else wrap(PointEnv(10))
     layout = ObsAdapter(env.observation_space).layout
     adim = ActionMap(env.action_space).dim
     with served_learner(tmp_path, layout, adim) as (client, _):
@@ -67,6 +67,34 @@ def test_an_overrun_says_whether_the_actor_waited_or_computed(tmp_path, extra) -
     else:
         # A sleep holds no CPU; the rest of a PointEnv tick is a few ms of Python at most.
         assert cpu_per_tick < EXTRA_S / 2, cpu_per_tick
+
+
+def test_the_action_age_counts_the_policys_time(tmp_path) -> None:
+    """``ActorStats.mean/max_action_age_s`` fold the env's ``info["action_age_s"]``: the age of
+    the observation when its action was sent, so the actor's own time between the two (here a
+    slow policy) is in it, as :class:`robot_rl.envs.robot_env.RobotEnv` reports it."""
+    import gymnasium as gym
+
+    from robot_rl.core import keys
+
+    class Aged(gym.Wrapper):
+        """Reports how long ago it returned the observation each action answers."""
+
+        def reset(self, **kw):
+            out = self.env.reset(**kw)
+            self.t_obs = time.monotonic()
+            return out
+
+        def step(self, action):
+            age = time.monotonic() - self.t_obs
+            obs, r, term, trunc, info = self.env.step(action)
+            self.t_obs = time.monotonic()
+            return obs, r, term, trunc, {**info, keys.INFO_ACTION_AGE: age}
+
+    st = _actor_stats(tmp_path, _wait, Aged)
+    assert st.mean_action_age_s >= EXTRA_S and st.max_action_age_s >= st.mean_action_age_s
+    st = _actor_stats(tmp_path / "b", lambda: None, Aged)
+    assert st.mean_action_age_s < EXTRA_S  # a PointEnv tick with a small net: a few ms
 
 
 def test_the_log_is_written_while_the_env_waits_for_the_robot(tmp_path) -> None:

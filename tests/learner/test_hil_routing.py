@@ -253,6 +253,17 @@ def test_train_flags_wire_the_human_and_the_mode(tmp_path):
     assert (cfg.intervention_mode, cfg.rlif_penalty) == ("rlif", -50.0)
     with pytest.raises(ValueError, match="patience_steps"):
         TrainCmdConfig(run=tmp_path / "r", human_patience_steps=0)
+    # the distributed actor takes the same --human-* flags, and over ROS 2 they reach the
+    # simulated human's node
+    from robot_rl.app.distributed import ActorCmdConfig
+    from robot_rl.app.train_ros import human_node_args
+
+    actor = tyro.cli(ActorCmdConfig, args=["--run", str(tmp_path / "a"), "--human", "sim",
+                                           "--human-patience-steps", "30"])  # fmt: skip
+    node = human_node_args(actor.as_train())
+    assert node[node.index("--patience-steps") + 1] == "30"
+    with pytest.raises(ValueError, match="patience_steps"):
+        ActorCmdConfig(run=tmp_path / "a", human_patience_steps=0)
     with pytest.raises(ValueError, match="intervention_mode"):
         TrainConfig(intervention_mode="sometimes")
     with pytest.raises(ValueError, match="rlif_penalty"):
