@@ -97,9 +97,11 @@ class StateGate:
 
 
 def parse_gates(texts: Sequence[str]) -> tuple[StateGate, ...]:
-    """Gates from their text forms (:meth:`StateGate.parse`); duplicates are refused by
-    :class:`DetectorConfig`."""
-    return tuple(StateGate.parse(t) for t in texts)
+    """Gates from their text forms (:meth:`StateGate.parse`), checked as a
+    :class:`DetectorConfig` checks them (a malformed or duplicate gate raises ValueError)."""
+    gates = tuple(StateGate.parse(t) for t in texts)
+    DetectorConfig(gates=gates)
+    return gates
 
 
 def gate_mask(

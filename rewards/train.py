@@ -48,7 +48,7 @@ from rewards.calibration import (
     threshold_for_precision,
 )
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
-from rewards.detector import DetectorConfig, StateGate, gate_mask, parse_gates
+from rewards.detector import StateGate, gate_mask, parse_gates
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class ClassifierTrainConfig:
             raise ValueError(f"max_latency_steps must be >= 0, got {self.max_latency_steps}")
         if self.batch_size < 2 or self.max_epochs < 1 or self.augment_copies < 0:
             raise ValueError("batch_size >= 2, max_epochs >= 1, augment_copies >= 0")
-        DetectorConfig(gates=parse_gates(self.gates))  # malformed or duplicate gates
+        parse_gates(self.gates)  # malformed or duplicate gates
 
 
 def label_set_hash(

@@ -4,8 +4,9 @@ ROS node ``sim/ros_node.py`` wires it to the bridge and the publishers).
 Like a real arm and real cameras, the twin publishes on its own schedule, in sim time since
 the last scene reset, in whole physics steps (:class:`EventSchedule`):
 
-- a *state event* every state period (``state_hz``, default 100 Hz): the bridge may tick
-  (:class:`ControlWindowGate`), then the state, task status and bridge status are published;
+- a *state event* every state period (``state_hz``, default 100 Hz): the bridge ticks at a
+  control boundary or when a target is queued, then the state, task status and bridge status
+  are published;
 - a *camera event* at the physics step nearest each camera period (``camera_hz``, default 30 Hz,
   like real cameras, so frames come every 34, 32, 34 ms at a 2 ms physics step): the state is
   published too (as from a 1 kHz arm, the newest state is never older than a frame), then the
@@ -16,10 +17,11 @@ the last scene reset, in whole physics steps (:class:`EventSchedule`):
 rounded and checked (:func:`robot_rl.core.clock.whole_ratio`), never floored.
 
 Commands: a target that arrives is executed at the next state event, not only at control
-boundaries, so command-to-motion latency is at most one state period plus the dynamics. The
-bridge's per-control-period semantics stay: at most one new target is executed per control
-period (sim time ``[k T, (k+1) T)``), clipped against the pose measured when it is executed, and
-the bridge ticks at every control boundary (watchdog, gripper-only commands) as before.
+boundaries, so command-to-motion latency is at most one state period plus the dynamics. At most
+one new target is executed per 0.8 control periods (the bridge's ``min_target_interval_s``, sim
+time since the last one; a target that comes sooner waits), clipped against the pose measured
+when it is executed, and the bridge ticks at every control boundary (watchdog, gripper-only
+commands) as before.
 
 :class:`RealtimePacer` runs the events at their wall-clock times on a thread: sim time
 ``t`` since the reset is due at wall time ``wall0 + t``. A late loop catches up: it runs the
@@ -130,33 +132,6 @@ class EventSchedule:
                 self._camera_j += 1
         self._last_step = ev.step
         return ev
-
-
-class ControlWindowGate:
-    """Whether the bridge ticks at a state event: at every control boundary, and in between
-    when a new target is pending and no target was executed yet in this control period.
-
-    Args:
-        subs_per_control: State periods per control period.
-    """
-
-    def __init__(self, subs_per_control: int) -> None:
-        if subs_per_control < 1:
-            raise ValueError(f"subs_per_control must be >= 1, got {subs_per_control}")
-        self.n = subs_per_control
-        self._used_window = -1
-
-    def reset(self) -> None:
-        """New scene: windows restart at sub-period 0."""
-        self._used_window = -1
-
-    def should_tick(self, sub_index: int, has_pending: bool) -> bool:
-        """Decide for state event ``sub_index``; a True with ``has_pending`` uses the window."""
-        window = sub_index // self.n
-        if has_pending and window != self._used_window:
-            self._used_window = window
-            return True
-        return sub_index % self.n == 0
 
 
 class RealtimePacer:

@@ -77,7 +77,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from drivers.arm_bridge.core import ArmBridge, BridgeConfig
+from drivers.arm_bridge.core import TARGET_INTERVAL_PERIODS, ArmBridge, BridgeConfig
 from drivers.arm_bridge.node import (
     RESET_GRIPPER_PARAM,
     RESET_POSE_PARAM,
@@ -90,7 +90,7 @@ from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import SimConfig
-from sim.realtime import ControlWindowGate, EventSchedule, RealtimePacer, TwinEvent
+from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
 from sim.scoring import EpisodeScores
 
@@ -247,7 +247,14 @@ class TwinNode(Node):
         # Lockstep: command stamps are sim time (the env's clock is the twin's), so a stale
         # command is detectable. Real time: the env may stamp with its own wall clock.
         max_age = safety.watchdog_timeout_s if mode == "lockstep" else None
-        self.bridge = ArmBridge(self.arm, BridgeConfig(safety=safety, max_command_age_s=max_age))
+        self.bridge = ArmBridge(
+            self.arm,
+            BridgeConfig(
+                safety=safety,
+                max_command_age_s=max_age,
+                min_target_interval_s=TARGET_INTERVAL_PERIODS * backend.clock.period_s,
+            ),
+        )
         self.get_logger().info(f"safety limits (read-only parameters): {describe_safety(safety)}")
         try:
             start = self._reset_task(0)
@@ -284,7 +291,7 @@ class TwinNode(Node):
         if schedule is None:
             self.create_service(Trigger, "sim/step", self._srv_step, callback_group=stepping)
         else:
-            self._gate = ControlWindowGate(schedule.subs_per_control)
+            self._subs_per_control = schedule.subs_per_control
             self.pacer = RealtimePacer(
                 schedule,
                 self.lock,
@@ -365,8 +372,9 @@ class TwinNode(Node):
         (nothing published if the loop is late and the next event is already due)."""
         if ev.advance:
             self.sim.world.step(ev.advance)
-        if ev.state and self._gate.should_tick(ev.sub_index, self.bridge.has_pending):
-            self.bridge.tick(self.now_s())
+        boundary = ev.sub_index % self._subs_per_control == 0  # watchdog, gripper-only commands
+        if ev.state and (boundary or self.bridge.has_pending):
+            self.bridge.tick(self.now_s())  # a target waits for the bridge's minimum interval
         if superseded:
             return
         try:
@@ -464,7 +472,6 @@ class TwinNode(Node):
             self.episode += 1
             if self.pacer is not None:  # real time: the schedule restarts with the scene
                 self.pacer.restart()
-                self._gate.reset()
             self.publish_all()
             response.success = True
             response.message = json.dumps(

@@ -50,6 +50,11 @@ from robot_rl.core.types import ArmCommand, UnsafeCommandError
 
 STATES = ("idle", "moving", "holding", "resetting", "estop", "error")
 """Values of ``status()["state"]``."""
+TARGET_INTERVAL_PERIODS = 0.8
+"""The nodes' ``BridgeConfig.min_target_interval_s`` in control periods: a target is executed
+as soon as it arrives unless the previous one was executed less than 0.8 periods ago, which
+absorbs a late action's jitter within the following one or two targets while bounding the speed
+at ``max_step_m`` per 0.8 periods."""
 
 
 class ResetJob:
@@ -93,18 +98,32 @@ class BridgeConfig:
         auto_recover: At tick, try ``backend.clear_error()`` when the backend reports an error
             (Franka reflexes); counted in ``status()["recoveries"]``. E-stop is never cleared
             automatically.
+        min_target_interval_s: A queued target is executed at a tick only this long after the
+            previous target was (it waits for a later tick otherwise), in the caller's time
+            base. The per-step limit bounds each target against the pose measured when it is
+            executed, so this interval bounds the speed at ``max_step_m`` per interval however
+            fast targets come. A caller that ticks often (at every state period, or when a
+            target arrives) executes each target as soon as it may: the policy's action acts
+            at once, and one late target delays the next by at most the interval's shortfall
+            (not by a whole control period, as fixed per-period windows would, for every
+            target after it). 0: every tick executes the newest target.
     """
 
     safety: SafetyConfig = SafetyConfig()
     unit_quat_tol: float = 1e-3
     max_command_age_s: float | None = None
     auto_recover: bool = False
+    min_target_interval_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.unit_quat_tol < 0.5:
             raise ValueError(f"unit_quat_tol {self.unit_quat_tol} must be in (0, 0.5)")
         if self.max_command_age_s is not None and self.max_command_age_s <= 0:
             raise ValueError("max_command_age_s must be positive (or None to disable)")
+        if not 0.0 <= self.min_target_interval_s < float("inf"):
+            raise ValueError(
+                f"min_target_interval_s must be >= 0 and finite, got {self.min_target_interval_s}"
+            )
 
 
 class ArmBridge:
@@ -136,6 +155,9 @@ class ArmBridge:
         """The last command handed to ``backend.command`` (after safety)."""
         self.last_executed_s: float | None = None
         """``now_s`` of the tick that handed it over (its safety clip read the pose then)."""
+        self._last_target_s: float | None = None  # now_s of the last target executed
+        self.deferred_ticks = 0
+        """Ticks that left a queued target waiting for ``min_target_interval_s``."""
         self.watchdog_holds = 0
         self.last_watchdog_hold_s: float | None = None
         """``now_s`` of the tick at which the watchdog last held the arm (None: never)."""
@@ -283,6 +305,9 @@ class ArmBridge:
             return False
         if self._pending_pose is None and not self._gripper_pending:
             return False
+        if self._pending_pose is not None and self._too_soon(now_s):
+            self.deferred_ticks += 1
+            return False  # the target (and its gripper command) waits for a later tick
         current = self.backend.read_state().tcp_pose
         if self._pending_pose is None:
             if self.last_executed is None or self._state != "moving":
@@ -299,9 +324,15 @@ class ArmBridge:
         self.last_executed, self.last_executed_s = executed, now_s
         if self._pending_pose is not None:
             self._state = "moving"
+            self._last_target_s = now_s
         self._pending_pose = None
         self._gripper_pending = False
         return True
+
+    def _too_soon(self, now_s: float) -> bool:
+        last = self._last_target_s
+        gap = self.config.min_target_interval_s
+        return last is not None and gap > 0 and last <= now_s < last + gap - 1e-9
 
     @property
     def has_pending(self) -> bool:
@@ -469,6 +500,7 @@ class ArmBridge:
         self._reset = None
         self._gripper = job.gripper
         self.last_executed = None
+        self._last_target_s = None  # a new episode (the twin's sim time restarts)
         self._state = "idle"
         return True
 
@@ -537,4 +569,5 @@ class ArmBridge:
             "last_watchdog_hold_s": self.last_watchdog_hold_s,
             "executed_pose": None if executed is None else [float(v) for v in executed.target_pose],
             "executed_s": self.last_executed_s,
+            "deferred_ticks": self.deferred_ticks,
         }

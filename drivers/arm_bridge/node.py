@@ -15,13 +15,14 @@ node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
 - services ``reset`` (parameters ``reset_pose``, ``reset_gripper``), ``hold``, ``estop``,
   ``clear_error`` (std_srvs/Trigger).
 
-Threads (:class:`ArmBridgeNode`, a multi-threaded executor): the control tick (watchdog) and
-state publishing are timers in callback groups of their own, the services in reentrant groups,
-so no service call delays them; one lock serialises the bridge and the backend, held for short
-sections only. ``reset`` holds it to start the move and for each check of arrival (every
-:data:`RESET_POLL_S`), not while the arm travels: an ``estop`` or ``hold`` during a reset acts
-at once (the arm holds, ``reset`` answers failure "interrupted by e-stop"), and state and
-status keep being published (``status.state`` is ``resetting``).
+Threads (:class:`ArmBridgeNode`, a multi-threaded executor): a target is executed when it is
+accepted (at most one per the bridge's minimum interval); the control tick (watchdog, a target
+that had to wait) and state publishing are timers in callback groups of their own, the
+services in reentrant groups, so no service call delays them; one lock serialises the bridge
+and the backend, held for short sections only. ``reset`` holds it to start the move and for
+each check of arrival (every :data:`RESET_POLL_S`), not while the arm travels: an ``estop`` or
+``hold`` during a reset acts at once (the arm holds, ``reset`` answers failure "interrupted by
+e-stop"), and state and status keep being published (``status.state`` is ``resetting``).
 
 Lifecycle (STYLE.md #13): configure = ``backend.connect()``, activate = allow motion (control
 and state timers run), deactivate = hold (commands refused), cleanup = ``backend.disconnect()``.
@@ -64,7 +65,7 @@ from std_msgs.msg import Float64, String
 from std_srvs.srv import Trigger
 
 from drivers.arm_bridge.backend import ArmBackend
-from drivers.arm_bridge.core import ArmBridge, BridgeConfig, ResetJob
+from drivers.arm_bridge.core import TARGET_INTERVAL_PERIODS, ArmBridge, BridgeConfig, ResetJob
 from drivers.arm_bridge.params import (
     EXIT_BAD_PARAMETER,
     BridgeParamError,
@@ -300,9 +301,11 @@ class BridgeInterface:
 class ArmBridgeNode(LifecycleNode):
     """Lifecycle node ``arm_bridge`` around an :class:`ArmBridge` and any backend.
 
-    Parameters: ``control_hz`` (bridge tick rate = the env's control rate, default 10),
-    ``state_hz`` (state publishing rate, default 100), ``reset_pose``, ``reset_gripper``, and
-    the read-only safety limits (:mod:`drivers.arm_bridge.params`; defaults ``config.safety``).
+    Parameters: ``control_hz`` (the env's control rate, default 10: a target is executed when
+    it arrives, at most one per :data:`~drivers.arm_bridge.core.TARGET_INTERVAL_PERIODS` of its
+    period), ``state_hz`` (state publishing and control tick rate, default 100),
+    ``reset_pose``, ``reset_gripper``, and the read-only safety limits
+    (:mod:`drivers.arm_bridge.params`; defaults ``config.safety``).
     Time base: ``time.monotonic()``.
 
     Args:
@@ -338,20 +341,28 @@ class ArmBridgeNode(LifecycleNode):
         except Exception as e:  # noqa: BLE001 - any backend failure fails the transition
             self.get_logger().error(f"backend.connect() failed: {e}")
             return TransitionCallbackReturn.FAILURE
-        self.bridge = ArmBridge(self.backend, self.config)
+        period_s = 1.0 / float(self.get_parameter("control_hz").value)
+        interval = TARGET_INTERVAL_PERIODS * period_s
+        self.bridge = ArmBridge(self.backend, replace(self.config, min_target_interval_s=interval))
         self.iface = BridgeInterface(
-            self, self.bridge, self.lock, self.now_s, accepting=lambda: self._active
+            self,
+            self.bridge,
+            self.lock,
+            self.now_s,
+            accepting=lambda: self._active,
+            on_target=self._execute_now,
         )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        control_hz = float(self.get_parameter("control_hz").value)
         state_hz = float(self.get_parameter("state_hz").value)
         # A group per timer: neither waits for the other nor for a service call (only for the
-        # lock, which no one holds for long).
+        # lock, which no one holds for long). The control tick runs at the state rate: a target
+        # that came too soon after the previous one (the bridge's minimum interval) goes out
+        # within a state period of being allowed, and the watchdog looks as often.
         self._timers = [
             self.create_timer(
-                1.0 / control_hz,
+                1.0 / state_hz,
                 self._control_tick,
                 callback_group=MutuallyExclusiveCallbackGroup(),
             ),
@@ -397,6 +408,14 @@ class ArmBridgeNode(LifecycleNode):
             self.iface = None
             self.backend.disconnect()
         self.bridge = None
+
+    def _execute_now(self) -> None:
+        """A target was accepted (under the lock): execute it at once, as the policy sent it,
+        unless the bridge's minimum interval since the last one has not passed (then a later
+        control tick does)."""
+        assert self.bridge is not None
+        if not self.bridge.recovery_due:
+            self.bridge.tick(self.now_s(), recover=False)
 
     def _control_tick(self) -> None:
         with self.lock:

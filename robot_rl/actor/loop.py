@@ -74,13 +74,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 
+from robot_rl.actor.stats import ActorStats, fold_age, record_tick
 from robot_rl.core import keys
 from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
@@ -200,54 +201,6 @@ class ActorConfig:
             raise ValueError(
                 f"max_learner_backlog must be >= 0 or None, got {self.max_learner_backlog}"
             )
-
-
-@dataclass
-class ActorStats:
-    """What an actor did (this process; ``env_steps``/``episodes`` count over restarts)."""
-
-    env_steps: int = 0
-    episodes: int = 0
-    ticks: int = 0
-    tick_overruns: int = 0
-    max_tick_work_s: float = 0.0
-    overrun_work_s: float = 0.0
-    """Wall time of the overrun ticks' actor work, summed, seconds."""
-    overrun_thread_cpu_s: float = 0.0
-    """CPU time of the acting thread in the same spans, summed, seconds (see the module
-    docstring: far below ``overrun_work_s`` means the overruns were waits)."""
-    overrun_flush_wait_s: float = 0.0
-    """Of ``overrun_work_s``: waiting for the log's flush to finish after ``env.step`` (the
-    flush outlasted the step)."""
-    overrun_push_s: float = 0.0
-    """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
-    log, queueing them for the learner; embedded: the update)."""
-    mean_obs_age_s: float = 0.0
-    """Mean age of the observation's oldest sensor reading when the env assembled it (env
-    clock; ``info["obs_age_s"]``), over the steps of this process."""
-    max_obs_age_s: float = 0.0
-    mean_action_age_s: float = 0.0
-    """Mean age of that observation when its action was sent (``info["action_age_s"]``: the
-    observation's age plus the actor's work on it: reward, policy, log); over a real arm this
-    is the latency the policy acts with."""
-    max_action_age_s: float = 0.0
-    late_ticks: int = 0
-    interventions: int = 0
-    intervened_steps: int = 0
-    weights_loaded: int = 0
-    weights_version: int = 0
-    weights_refused: int = 0
-    pushed_batches: int = 0
-    push_refused: int = 0
-    paused_s: float = 0.0
-    backlog_holds: int = 0
-    backlog_held_s: float = 0.0
-    acked_through: int = -1
-    logged_transitions: int = 0
-    dropped_steps: int = 0
-    sensor_faults: int = 0
-    stopped_by: str = ""
-    last_returns: list[float] = field(default_factory=list)
 
 
 def check_sources(intervention: Any, late_rewards: Any) -> None:
@@ -472,8 +425,10 @@ class Actor:
         st.env_steps += 1
         self._ep_len += 1
         self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
-        self._ages = self._age("obs", info.get(keys.INFO_OBS_AGE), self._ages)
-        self._action_ages = self._age("action", info.get(keys.INFO_ACTION_AGE), self._action_ages)
+        self._ages = fold_age(st, "obs", info.get(keys.INFO_OBS_AGE), self._ages)
+        self._action_ages = fold_age(
+            st, "action", info.get(keys.INFO_ACTION_AGE), self._action_ages
+        )
         done = bool(terminated or truncated)
         end_s = end_cpu_s = 0.0
         if done:  # no action waits for the episode's end (a reset comes next): not tick work
@@ -485,7 +440,9 @@ class Actor:
         t_push = time.monotonic()
         self.link.after_step(done)
         push_s = time.monotonic() - t_push
-        self._tick(
+        record_tick(
+            st,
+            cfg.tick_budget_s,
             time.monotonic() - t0 - env_s - end_s,
             time.thread_time() - c0 - env_cpu_s - end_cpu_s,
             flush_wait_s,
@@ -523,34 +480,6 @@ class Actor:
         self.link.idle()
         time.sleep(self.cfg.pause_poll_s)
         return time.monotonic() - t0
-
-    def _age(self, kind: str, age: float | None, n: int) -> int:
-        """Fold ``age`` into ``stats.mean/max_<kind>_age_s`` (the ``n`` ages so far); returns
-        the new count."""
-        if age is None or not np.isfinite(age):
-            return n
-        st, mean, top = self.stats, f"mean_{kind}_age_s", f"max_{kind}_age_s"
-        setattr(st, mean, getattr(st, mean) + (float(age) - getattr(st, mean)) / (n + 1))
-        setattr(st, top, max(getattr(st, top), float(age)))
-        return n + 1
-
-    def _tick(
-        self, work_s: float, cpu_s: float, flush_wait_s: float = 0.0, push_s: float = 0.0
-    ) -> None:
-        st, budget = self.stats, self.cfg.tick_budget_s
-        st.ticks += 1
-        st.max_tick_work_s = max(st.max_tick_work_s, work_s)
-        if budget is not None and work_s > budget:
-            st.tick_overruns += 1
-            st.overrun_work_s += work_s
-            st.overrun_thread_cpu_s += cpu_s
-            st.overrun_flush_wait_s += flush_wait_s
-            st.overrun_push_s += push_s
-            log.warning(
-                "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s waiting for the "
-                "log's flush, %.3f s pushing; budget %.3f s) at env step %d",
-                work_s, cpu_s, flush_wait_s, push_s, budget, st.env_steps,
-            )  # fmt: skip
 
     def _executed(self, a: np.ndarray) -> tuple[np.ndarray, bool]:
         """(executed action in policy space, intervened) of the step just taken with ``a``."""

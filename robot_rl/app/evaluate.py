@@ -86,10 +86,13 @@ class EvalCmdConfig:
             )
 
 
-def run_eval(cfg: EvalCmdConfig) -> dict:
+def run_eval(cfg: EvalCmdConfig, twin_hook: Any = None) -> dict:
     """Evaluate ``cfg.run``'s latest complete checkpoint (a damaged one is skipped with a
     warning; ``checkpoints_skipped`` in the result says which), or its best one with
     ``checkpoint="best"``; return the JSON-able result.
+
+    ``twin_hook(env, backend)``, on the direct twin only, is called once the env is built
+    (e.g. ``bench/action_latency.py`` makes the twin apply each action late).
 
     Raises:
         FileNotFoundError: not a run directory, or no checkpoint yet.
@@ -114,6 +117,8 @@ def run_eval(cfg: EvalCmdConfig) -> dict:
         return _eval_on_setup(cfg, cmd, sac)
     env, backend = make_env_from_setup(cmd.env.env_setup())
     try:
+        if twin_hook is not None:
+            twin_hook(env, backend)
         adapter = ObsAdapter(env.observation_space)
         agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
         restored = _restore(cfg, agent)

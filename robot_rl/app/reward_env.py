@@ -68,16 +68,26 @@ class LearnedRewardSettings:
         if self.threshold is not None and not 0.0 < self.threshold < 1.0:
             raise ValueError(f"--reward-threshold {self.threshold} must be in (0, 1)")
         if self.gates is not None:
-            from rewards.detector import DetectorConfig, parse_gates
+            from rewards.detector import parse_gates
 
             try:
-                DetectorConfig(gates=parse_gates(self.gates))
+                parse_gates(self.gates)
             except ValueError as e:
                 raise ValueError(f"--reward-gate: {e}") from e
 
 
 def is_sim_truth(settings: LearnedRewardSettings) -> bool:
     return str(settings.model) == SIM_TRUTH
+
+
+def effective_gates(settings: LearnedRewardSettings, card: Any) -> tuple[Any, ...]:
+    """The run's state gates (:class:`rewards.detector.StateGate`): ``--reward-gate``'s, else
+    the classifier card's (``card`` None: ``--reward sim``, no card)."""
+    from rewards.detector import parse_gates
+
+    if settings.gates is not None:
+        return parse_gates(settings.gates)
+    return parse_gates(card.gates if card is not None else ())
 
 
 def reward_cameras(settings: LearnedRewardSettings, card: Any = None) -> tuple[str, ...]:
@@ -113,7 +123,7 @@ def make_rewarder(
     ``features``: a frozen backbone an in-process classifier may share (see reward_hook);
     ``card``: the classifier's card if already read."""
     from rewards.classifier import classifier_model_id, load_classifier
-    from rewards.detector import DetectorConfig, parse_gates
+    from rewards.detector import DetectorConfig
     from rewards.online import OnlineRewarder
     from rewards.trigger_log import TriggerLog
     from robot_rl.app.reward import make_encoder
@@ -129,7 +139,7 @@ def make_rewarder(
         threshold=settings.threshold or card.threshold,
         k=settings.k,
         n=settings.n,
-        gates=parse_gates(card.gates if settings.gates is None else settings.gates),
+        gates=effective_gates(settings, card),
     )
     if settings.server is None:
         model = load_classifier(
@@ -201,15 +211,14 @@ def reward_hook(
     ``features``: the policy's frozen backbone, shared by an in-process EfficientNet-Lite0
     classifier (one backbone pass per frame for both); ``card``: the classifier's card if
     already read (else it is read here, once)."""
-    from rewards.detector import parse_gates
     from robot_rl.core import keys
     from robot_rl.wrappers import LearnedReward
 
     if not is_sim_truth(settings) and card is None:
         card = read_reward_card(settings)
     size = None if card is None else tuple(card.image_size)
-    gates = settings.gates if settings.gates is not None else (card.gates if card else ())
-    parts = tuple(dict.fromkeys(g.name for g in parse_gates(gates))) or (keys.GRIPPER_POS,)
+    gates = effective_gates(settings, card)
+    parts = tuple(dict.fromkeys(g.name for g in gates)) or (keys.GRIPPER_POS,)
 
     def wrap(env: gym.Env, cameras: Mapping[str, Camera], task: Task) -> gym.Env:
         rewarder = make_rewarder(settings, run_dir, task, features, card)

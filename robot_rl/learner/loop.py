@@ -67,7 +67,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robot_rl.actor.loop import Actor, ActorConfig, ActorStats, check_sources
+from robot_rl.actor.loop import Actor, ActorConfig, check_sources
+from robot_rl.actor.stats import ActorStats
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.learner.checkpoint import latest_checkpoint, read_best

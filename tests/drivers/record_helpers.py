@@ -133,3 +133,16 @@ class Cli:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
+
+
+def run_cli(args: list[str], domain: int, timeout_s: float, expect: int = 0) -> tuple[str, str]:
+    """Run ``robot-rl *args`` to its end (killed if the test fails first) and check its exit
+    code is ``expect``; returns (stdout, its stderr lines joined)."""
+    cli = Cli(args, domain)
+    try:
+        code, stdout = cli.finish(timeout_s)
+    finally:
+        cli.kill()
+    text = "\n".join(cli.lines)
+    assert code == expect, text[-8000:]
+    return stdout, text

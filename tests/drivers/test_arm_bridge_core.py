@@ -173,6 +173,44 @@ def test_flood_between_ticks_executes_only_the_newest_clipped():
     assert bridge.status()["clipped"] == {"box": 1, "step": 1, "rotation": 0}
 
 
+def test_a_flood_ticked_every_state_period_executes_one_target_per_min_interval():
+    """Ticked at every 10 ms state period with a target always queued, the bridge executes one
+    every 80 ms (0.8 of a 100 ms control period), so the per-step limit bounds the speed at
+    max_step_m per 80 ms however fast targets come."""
+    bridge, backend = _bridge(min_target_interval_s=0.08)
+    far = START + [1.0, 0, 0, 0, 0, 0, 0]
+    executed = []
+    for k in range(101):  # 1 s of state periods
+        bridge.submit_target(far, k * 0.01)
+        if bridge.tick(k * 0.01):
+            executed.append(k)
+    assert executed == list(range(0, 101, 8)), executed
+    assert np.all(np.diff(executed) >= 8)
+    assert bridge.status()["deferred_ticks"] == 101 - len(executed)
+    steps = np.linalg.norm(np.diff([c[0][:3] for c in backend.commands], axis=0), axis=1)
+    assert np.all(steps <= SAFETY.max_step_m + 1e-9)
+
+
+def test_one_late_target_does_not_delay_every_target_after_it():
+    """A policy's targets leave 40 ms into each 100 ms control period; target 3 leaves 70 ms
+    late (an overrun: 0.41 s, in the next period), target 4 right after it (0.44 s). With the
+    minimum interval (80 ms) target 4 waits 50 ms, target 5 30 ms, target 6 10 ms, and the rest
+    go out at once again. Fixed per-period windows (one target per [kT, (k+1)T)) would have
+    let target 3 use up the window of target 4, and every later target would have waited for
+    the next boundary: 60 ms for the rest of the episode."""
+    bridge, _ = _bridge(min_target_interval_s=0.08)
+    sent = [k * 0.1 + 0.04 for k in range(10)]
+    sent[3] = 0.41
+    delays = []
+    for t_sent in sent:
+        t = t_sent
+        bridge.submit_target(START, t_sent)
+        while not bridge.tick(t):  # the twin ticks at its 10 ms state events
+            t = round(t + 0.01, 6)
+        delays.append(round(t - t_sent, 6))
+    assert delays == pytest.approx([0, 0, 0, 0, 0.05, 0.03, 0.01, 0, 0, 0], abs=1e-6), delays
+
+
 def test_stale_command_rejected_when_stamps_checked():
     bridge, backend = _bridge(max_command_age_s=0.5)
     assert not bridge.submit_target(START, now_s=10.0, stamp_s=9.0)
@@ -334,6 +372,7 @@ def test_status_matches_contract_schema():
         "last_watchdog_hold_s",
         "executed_pose",
         "executed_s",
+        "deferred_ticks",
     }
     assert set(s["clipped"]) == {"box", "step", "rotation"}
 

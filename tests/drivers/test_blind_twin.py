@@ -123,15 +123,9 @@ def test_privileged_is_twin_only_in_the_setup_schema(tmp_path: Path) -> None:
 def _cli(args: list[str], domain: int, timeout_s: float = 300) -> dict:
     import json
 
-    from record_helpers import Cli
+    from record_helpers import run_cli
 
-    cli = Cli(args, domain)
-    try:
-        code, stdout = cli.finish(timeout_s)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines)
-    return json.loads(stdout)
+    return json.loads(run_cli(args, domain, timeout_s)[0])
 
 
 def test_record_and_label_on_a_blind_twin_take_success_from_the_humans_button(

@@ -88,20 +88,14 @@ def _runs(labels: np.ndarray) -> list[int]:
 def test_label_positives_only_while_held(tmp_path: Path, a2_domain: int) -> None:
     pytest.importorskip("rclpy")
     pytest.importorskip("mujoco")
-    from record_helpers import Cli, lockstep_setup
+    from record_helpers import lockstep_setup, run_cli
 
     setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=64)
     out = tmp_path / "frames.zarr"
     args = ["label", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "2"]
     args += ["--teleop-events", str(DATA / "label_keyboard.jsonl")]
     args += ["--image-size", "64", "--log-dir", str(tmp_path / "logs"), "--json"]
-    cli = Cli(args, a2_domain)
-    try:
-        code, stdout = cli.finish(240)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines)
-    result = json.loads(stdout)
+    result = json.loads(run_cli(args, a2_domain, 240)[0])
 
     store = FrameLog.open(out)
     d = store.read()

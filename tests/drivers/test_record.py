@@ -34,7 +34,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 
 from geometry_msgs.msg import TwistStamped  # noqa: E402
-from record_helpers import Cli, held, keyboard_file, lockstep_setup  # noqa: E402
+from record_helpers import Cli, held, keyboard_file, lockstep_setup, run_cli  # noqa: E402
 from sensor_msgs.msg import Joy  # noqa: E402
 
 from drivers.ros import convert, qos  # noqa: E402
@@ -192,13 +192,7 @@ def test_record_event_file_keeps_the_marked_episodes(tmp_path: Path, a2_domain: 
     args = ["record", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "3"]
     args += ["--teleop-events", str(DATA / "record_keyboard.jsonl")]
     args += ["--log-dir", str(tmp_path / "logs"), "--json"]
-    cli = Cli(args, a2_domain)
-    try:
-        code, stdout = cli.finish(240)
-    finally:
-        cli.kill()
-    log = "\n".join(cli.lines)
-    assert code == 0, log
+    stdout, log = run_cli(args, a2_domain, 240)
     result = json.loads(stdout)
     assert [e["end"] for e in result["per_episode"]] == ["success", "failure", "success"], log
     assert result["discarded"] == 1 and result["kept"] == 3, (result, log)
@@ -361,13 +355,7 @@ def test_record_with_the_simulated_human_mostly_succeeds(tmp_path: Path, a2_doma
     args = ["record", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "6"]
     args += ["--teleop", "sim-expert", "--realtime-factor", "0", "--json"]
     args += ["--log-dir", str(tmp_path / "logs")]
-    cli = Cli(args, a2_domain)
-    try:
-        code, stdout = cli.finish(300)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines)
-    result = json.loads(stdout)
+    result = json.loads(run_cli(args, a2_domain, 300)[0])
     episodes, meta = _episodes(out)
     assert len(episodes) == 6 and meta["teleop"] == "sim-expert"
     wins = [ep["meta"].success for ep in episodes]

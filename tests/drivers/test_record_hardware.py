@@ -249,7 +249,7 @@ def test_record_on_hardware_keeps_what_the_buttons_mark(tmp_path: Path, hw_domai
 
 
 def test_label_on_hardware_stores_no_task_success(tmp_path: Path, hw_domain: int) -> None:
-    from record_helpers import Cli
+    from record_helpers import run_cli
 
     from robot_rl.replay.frames import FrameLog
 
@@ -258,13 +258,7 @@ def test_label_on_hardware_stores_no_task_success(tmp_path: Path, hw_domain: int
     args = ["label", "--setup", str(setup_path), "--launch", "--out", str(out)]
     args += ["--episodes", "2", "--json", "--log-dir", str(tmp_path / "logs")]
     args += ["--teleop-events", str(DATA / "label_keyboard.jsonl")]
-    cli = Cli(args, hw_domain)
-    try:
-        code, stdout = cli.finish(240)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines)
-    assert json.loads(stdout)["kept"] == 2
+    assert json.loads(run_cli(args, hw_domain, 240)[0])["kept"] == 2
     with FrameLog.open(out) as store:
         d = store.read()
         assert store.positives > 0 and store.negatives > 0

@@ -28,7 +28,7 @@ import pytest
 pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 
-from record_helpers import Cli, lockstep_setup  # noqa: E402
+from record_helpers import lockstep_setup, run_cli  # noqa: E402
 from sensor_msgs.msg import Joy  # noqa: E402
 
 from drivers.ros import convert, qos  # noqa: E402
@@ -43,13 +43,8 @@ def _train(tmp_path: Path, domain: int, run: Path, *extra: str, timeout_s: float
     args += ["--run", str(run), "--learning-starts", "64", "--random-steps", "100"]
     args += ["--eval-episodes", "1", "--log-dir", str(tmp_path / "logs"), "--json"]
     args += ["--no-progress", *extra]
-    cli = Cli(args, domain)
-    try:
-        code, stdout = cli.finish(timeout_s)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines[-60:])
-    return json.loads(stdout), cli
+    stdout, text = run_cli(args, domain, timeout_s)
+    return json.loads(stdout), text
 
 
 def _episodes(run: Path) -> list[dict]:
@@ -193,24 +188,14 @@ def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) ->
         ["reward", "train", "--frames", str(frames), "--out", str(model), "--max-epochs", "3",
          "--augment-copies", "0"],
     ):  # fmt: skip
-        cli = Cli(args, h9_domain)
-        try:
-            code, _ = cli.finish(300)
-        finally:
-            cli.kill()
-        assert code == 0, "\n".join(cli.lines[-40:])
+        run_cli(args, h9_domain, 300)
     setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=128)
     run = tmp_path / "run"
     args = ["train", "--setup", str(setup), "--launch", "--task", "pick_cube", "--obs", "state"]
     args += ["--run", str(run), "--reward", str(model), "--human", "none", "--steps", "60"]
     args += ["--eval-every-steps", "60", "--eval-episodes", "1", "--learning-starts", "32"]
     args += ["--random-steps", "40", "--log-dir", str(tmp_path / "logs"), "--json", "--no-progress"]
-    cli = Cli(args, h9_domain)
-    try:
-        code, stdout = cli.finish(300)
-    finally:
-        cli.kill()
-    assert code == 0, "\n".join(cli.lines[-60:])
+    stdout, _ = run_cli(args, h9_domain, 300)
     result = json.loads(stdout)
     stats = result["reward_stats"]
     # Training and the evaluations between episodes both run through the learned reward.
@@ -240,14 +225,7 @@ def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) ->
 
 def _refused(args: list[str], domain: int) -> str:
     """Run ``robot-rl *args``, which must refuse (exit 2); returns its output."""
-    cli = Cli(args, domain)
-    try:
-        code, _ = cli.finish(120)
-    finally:
-        cli.kill()
-    text = "\n".join(cli.lines)
-    assert code == 2, text
-    return text
+    return run_cli(args, domain, 120, expect=2)[1]
 
 
 def _wait(pred, timeout_s: float, what: str) -> None:
@@ -373,13 +351,7 @@ def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain
         args = ["actor", "--setup", str(setup), "--launch", "--task", "reach", "--obs", "state"]
         args += ["--learner", address, "--run", str(tmp_path / "arm"), "--steps", "60"]
         args += ["--log-dir", str(tmp_path / "logs"), "--no-progress", "--json"]
-        cli = Cli(args, h9_domain)
-        try:
-            code, stdout = cli.finish(240)
-        finally:
-            cli.kill()
-        assert code == 0, "\n".join(cli.lines[-60:])
-        got = json.loads(stdout)
+        got = json.loads(run_cli(args, h9_domain, 240)[0])
         assert got["stopped_by"] == "steps" and got["env_steps"] == 60
         assert got["acked_through"] == got["logged_transitions"] - 1 == 59
         twin_out, _ = twin.communicate(timeout=120)

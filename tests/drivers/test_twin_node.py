@@ -203,9 +203,12 @@ def test_killing_the_commander_holds_within_one_watchdog_period(
 def test_lifecycle_bridge_node_publishes_rejects_and_estops(
     a1_domain, ros_processes, ros_client_factory
 ):
-    """The generic lifecycle node ``arm_bridge`` (any backend; here the twin's arm, frozen)."""
+    """The generic lifecycle node ``arm_bridge`` (any backend; here the twin's arm, frozen).
+    Its control rate here is 0.1 Hz: a target still goes out when it arrives, not at the next
+    10 s control tick."""
     args = [sys.executable, "-m", "drivers.arm_bridge.node"]
-    ros_processes([*args, "--backend", "sim.ros_node:static_twin_backend"], a1_domain, "bridge")
+    args += ["--backend", "sim.ros_node:static_twin_backend", "--ros-args", "-p", "control_hz:=0.1"]
+    ros_processes(args, a1_domain, "bridge")
     twin = Twin(ros_client_factory(a1_domain))
     twin.c.wait_for(lambda: f"{NS}/ee_pose" in twin.c.latest, 60.0, "ee_pose from arm_bridge")
     twin.wait_subscribed()
@@ -224,6 +227,14 @@ def test_lifecycle_bridge_node_publishes_rejects_and_estops(
     assert not twin.c.call(Trigger, f"{NS}/reset").success
     assert twin.c.call(Trigger, f"{NS}/clear_error", resend_after_s=2.0).success
     twin.c.wait_for(lambda: twin.status()["state"] == "idle", 10.0, "cleared status")
+    twin.target_pub.publish(convert.pose_stamped_to_msg(pose, 0.0))
+    twin.c.wait_for(
+        lambda: twin.status()["executed_s"] is not None, 30.0, "the target to be executed"
+    )
+    s = twin.status()
+    # bridge time (monotonic) from accepting the target to sending it to the arm: a state
+    # period at most, while the old 10 s control tick would have waited 0-10 s
+    assert s["executed_s"] - s["last_command_s"] < 1.0, s
 
 
 # -- adversarial processes (run as scripts) ---------------------------------------------------

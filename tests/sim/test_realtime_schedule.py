@@ -1,10 +1,10 @@
-"""The real-time twin's event schedule and control-window gate (plain Python, no ROS)."""
+"""The real-time twin's event schedule and pacing (plain Python, no ROS)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.realtime import ControlWindowGate, EventSchedule
+from sim.realtime import EventSchedule
 
 DT = 0.002  # 500 Hz physics
 
@@ -58,30 +58,6 @@ def test_whole_ratios_are_rounded_not_floored() -> None:
     # 1 / 0.03 s = 33.33 Hz control with 300 Hz state: 0.03 / (1/300) = 8.999... -> 9, not 8
     s = EventSchedule(1.0 / 600.0, 0.03, state_hz=300.0, camera_hz=30.0)
     assert s.subs_per_control == 9 and s.state_steps == 2
-
-
-def test_gate_executes_one_new_target_per_control_period_at_the_next_sub_period() -> None:
-    gate = ControlWindowGate(10)
-    # Boundaries tick (watchdog, gripper) with or without a target.
-    assert gate.should_tick(10, has_pending=False)
-    # A target arriving mid-period is executed at the next sub-period ...
-    assert not gate.should_tick(11, has_pending=False)
-    assert gate.should_tick(12, has_pending=True)
-    # ... and a flood in the same period waits for the next boundary.
-    assert not any(gate.should_tick(k, has_pending=True) for k in range(13, 20))
-    assert gate.should_tick(20, has_pending=True)
-    assert not gate.should_tick(21, has_pending=True)
-    # A scene reset restarts the windows.
-    gate.reset()
-    assert gate.should_tick(3, has_pending=True)
-    assert not gate.should_tick(4, has_pending=True)
-
-
-def test_gate_at_most_one_execution_per_window_under_a_flood() -> None:
-    gate = ControlWindowGate(10)
-    executed = [k for k in range(1, 101) if gate.should_tick(k, has_pending=True)]
-    windows = [k // 10 for k in executed]
-    assert windows == sorted(set(windows)) and len(executed) == 11  # windows 0..10
 
 
 def test_a_late_pacer_steps_every_event_but_publishes_only_the_newest() -> None:

@@ -1,0 +1,96 @@
+"""The actor's counters (:class:`ActorStats`, written to ``actor.json``) and the accounting of
+its ticks and sensor ages (see :mod:`robot_rl.actor.loop`'s docstring, "Ticks")."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActorStats:
+    """What an actor did (this process; ``env_steps``/``episodes`` count over restarts)."""
+
+    env_steps: int = 0
+    episodes: int = 0
+    ticks: int = 0
+    tick_overruns: int = 0
+    max_tick_work_s: float = 0.0
+    overrun_work_s: float = 0.0
+    """Wall time of the overrun ticks' actor work, summed, seconds."""
+    overrun_thread_cpu_s: float = 0.0
+    """CPU time of the acting thread in the same spans, summed, seconds (see the module
+    docstring: far below ``overrun_work_s`` means the overruns were waits)."""
+    overrun_flush_wait_s: float = 0.0
+    """Of ``overrun_work_s``: waiting for the log's flush to finish after ``env.step`` (the
+    flush outlasted the step)."""
+    overrun_push_s: float = 0.0
+    """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
+    log, queueing them for the learner; embedded: the update)."""
+    mean_obs_age_s: float = 0.0
+    """Mean age of the observation's oldest sensor reading when the env assembled it (env
+    clock; ``info["obs_age_s"]``), over the steps of this process."""
+    max_obs_age_s: float = 0.0
+    mean_action_age_s: float = 0.0
+    """Mean age of that observation when its action was sent (``info["action_age_s"]``: the
+    observation's age plus the actor's work on it: reward, policy, log); over a real arm this
+    is the latency the policy acts with."""
+    max_action_age_s: float = 0.0
+    late_ticks: int = 0
+    interventions: int = 0
+    intervened_steps: int = 0
+    weights_loaded: int = 0
+    weights_version: int = 0
+    weights_refused: int = 0
+    pushed_batches: int = 0
+    push_refused: int = 0
+    paused_s: float = 0.0
+    backlog_holds: int = 0
+    backlog_held_s: float = 0.0
+    acked_through: int = -1
+    logged_transitions: int = 0
+    dropped_steps: int = 0
+    sensor_faults: int = 0
+    stopped_by: str = ""
+    last_returns: list[float] = field(default_factory=list)
+
+
+def fold_age(st: ActorStats, kind: str, age: float | None, n: int) -> int:
+    """Fold ``age`` into ``st.mean_<kind>_age_s`` / ``st.max_<kind>_age_s`` (the ``n`` ages so
+    far; None or NaN is skipped); returns the new count."""
+    if age is None or not np.isfinite(age):
+        return n
+    mean, top = f"mean_{kind}_age_s", f"max_{kind}_age_s"
+    setattr(st, mean, getattr(st, mean) + (float(age) - getattr(st, mean)) / (n + 1))
+    setattr(st, top, max(getattr(st, top), float(age)))
+    return n + 1
+
+
+def record_tick(
+    st: ActorStats,
+    budget_s: float | None,
+    work_s: float,
+    cpu_s: float,
+    flush_wait_s: float,
+    push_s: float,
+) -> None:
+    """Count one tick of ``work_s`` actor work (``cpu_s`` of it on the acting thread; of it
+    ``flush_wait_s`` waiting for the log's flush, ``push_s`` pushing); over ``budget_s`` it is
+    an overrun, logged at warning level."""
+    st.ticks += 1
+    st.max_tick_work_s = max(st.max_tick_work_s, work_s)
+    if budget_s is not None and work_s > budget_s:
+        st.tick_overruns += 1
+        st.overrun_work_s += work_s
+        st.overrun_thread_cpu_s += cpu_s
+        st.overrun_flush_wait_s += flush_wait_s
+        st.overrun_push_s += push_s
+        log.warning(
+            "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s waiting for the "
+            "log's flush, %.3f s pushing; budget %.3f s) at env step %d",
+            work_s, cpu_s, flush_wait_s, push_s, budget_s, st.env_steps,
+        )  # fmt: skip
