@@ -4,6 +4,8 @@ open."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,7 +247,34 @@ def create_store(
     image_chunk_steps: int,
 ) -> zarr.Group:
     """A new, empty log store at ``path`` (see :meth:`robot_rl.replay.EpisodeLog.create`):
-    empty arrays, episode table, commit record and root attributes."""
+    empty arrays, episode table, commit record and root attributes. Built beside ``path`` and
+    renamed into place, so a reader that polls for the log (a rehearsal's report, another
+    process) never opens a half-made store.
+
+    Raises:
+        FileExistsError: ``path`` appeared meanwhile.
+    """
+    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash of this pid's predecessor
+    try:
+        _build_store(tmp, layout, action_dim, meta, image_clevel, image_chunk_steps)
+        try:
+            os.rename(tmp, path)  # atomic on one filesystem; refuses an existing non-empty dir
+        except OSError as e:
+            raise FileExistsError(f"{path} exists; use EpisodeLog.open or another path") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return zarr.open_group(str(path), mode="r+", zarr_format=3)
+
+
+def _build_store(
+    path: Path,
+    layout: ObsLayout,
+    action_dim: int,
+    meta: dict[str, Any],
+    image_clevel: int,
+    image_chunk_steps: int,
+) -> None:
     from zarr.codecs import BloscCodec
 
     root = zarr.open_group(str(path), mode="w-", zarr_format=3)
@@ -274,7 +303,6 @@ def create_store(
             "meta": meta,
         }
     )
-    return root
 
 
 def open_store(path: Path, writable: bool) -> zarr.Group:

@@ -113,6 +113,32 @@ def test_create_refuses_to_overwrite(log_path):
         EpisodeLog.create(log_path, rd.layout(), rd.ACTION_DIM)
 
 
+def test_a_log_being_created_is_never_seen_half_made(tmp_path, monkeypatch):
+    """A reader polling for a log (the rehearsal's report reads the actor's log while it runs)
+    must never open a store whose arrays exist but whose attributes do not yet: the store is
+    built beside its path and renamed into place. Checked at the last write of the build."""
+    import robot_rl.replay.schema as schema
+
+    path = tmp_path / "log.zarr"
+    seen = []
+    real = schema.commit_record
+
+    def build_step(*args):
+        seen.append(path.exists())  # the commit group is written just before the attributes
+        return real(*args)
+
+    monkeypatch.setattr(schema, "commit_record", build_step)
+    with EpisodeLog.create(path, rd.layout(), rd.ACTION_DIM) as log:
+        assert seen == [False]
+        rd.write_episode(log, 0, 3)
+    monkeypatch.undo()
+    with EpisodeLog.open(path) as log:
+        assert log.num_episodes == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.zarr"]  # no leftover
+    with pytest.raises(FileExistsError, match="exists"):
+        EpisodeLog.create(path, rd.layout(), rd.ACTION_DIM)
+
+
 def test_discontinuous_obs_is_rejected(tmp_path):
     lay = rd.layout()
     with EpisodeLog.create(tmp_path / "x.zarr", lay, rd.ACTION_DIM) as log:
