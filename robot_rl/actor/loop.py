@@ -53,10 +53,12 @@ waiting (for the CPU, the GIL held by another thread, a lock), not computing, so
 less load beside the actor rather than a faster policy (``overrun_work_s`` and
 ``overrun_thread_cpu_s`` total both over the overruns). The env's own fixed-rate clock
 (RobotEnv in real time) counts its overruns separately. Two things are kept out of the ticks:
-the log's flush runs in a worker thread while ``env.step`` waits for the robot (a flush of 10
-steps of two 128x128 cameras took ~80-180 ms of wall time on a loaded 2-core machine, nearly
-all of it in zarr's threads: every 10th step overran the 100 ms budget); what it outlasts the
-step by is counted. And the work of a step that ends its episode (the episode's end written and
+the log's flush runs in a worker thread, started when due just before ``env.step`` waits for
+the robot and never waited for: the next steps are appended meanwhile, and a flush still
+running when the next is due is left to finish (a flush of 10 steps of two 128x128 cameras took
+~80-180 ms of wall time on a loaded 2-core machine, nearly all of it in zarr's threads: every
+10th step overran the 100 ms budget; joined after ``env.step`` it still made half the overrun
+time). And the work of a step that ends its episode (the episode's end written and
 flushed, the counters saved): no action waits for it, a reset comes next.
 
 The actor's directory (embedded: the run directory)::
@@ -98,9 +100,9 @@ log = logging.getLogger(__name__)
 ACTOR_JSON = "actor.json"
 WEIGHTS_FILE = "weights.safetensors"
 LOG_FLUSH = {"flush_every_steps": 3, "flush_interval_s": 1.0}
-"""The actor log's flush cadence: a flush runs while ``env.step`` waits for the robot, so it
-should take less than a control period. On a loaded 2-core machine one costs ~35 ms plus ~7 ms
-per step of two 128x128 cameras: 3 steps ~55 ms (10 steps: ~105 ms)."""
+"""The actor log's flush cadence: a flush runs in a worker while the actor goes on, so a step
+becomes durable (and is sent) a flush later. On a loaded 2-core machine one costs ~35 ms plus
+~7 ms per step of two 128x128 cameras: 3 steps ~55 ms (10 steps: ~105 ms)."""
 
 
 class Policy(Protocol):
@@ -396,15 +398,12 @@ class Actor:
             a = np.asarray(self.policy.act(o), dtype=np.float32)
         version = self.policy.version
         t_env, c_env = time.monotonic(), time.thread_time()
-        if self.log.flush_due():  # written while the env waits for the robot (module doc)
+        if self.log.flush_due():  # written in a worker while the env waits (module doc)
             self.log.flush_in_background()
         try:
             obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         finally:
             env_s, env_cpu_s = time.monotonic() - t_env, time.thread_time() - c_env
-            t_join = time.monotonic()
-            self.log.join_flush()  # what the flush outlasts the step by counts as actor work
-            flush_wait_s = time.monotonic() - t_join
         if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
             # raised) logs no empty episode
             begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
@@ -445,7 +444,6 @@ class Actor:
             cfg.tick_budget_s,
             time.monotonic() - t0 - env_s - end_s,
             time.thread_time() - c0 - env_cpu_s - end_cpu_s,
-            flush_wait_s,
             push_s,
         )
         if self.pace is not None:

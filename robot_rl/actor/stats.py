@@ -25,9 +25,6 @@ class ActorStats:
     overrun_thread_cpu_s: float = 0.0
     """CPU time of the acting thread in the same spans, summed, seconds (see the module
     docstring: far below ``overrun_work_s`` means the overruns were waits)."""
-    overrun_flush_wait_s: float = 0.0
-    """Of ``overrun_work_s``: waiting for the log's flush to finish after ``env.step`` (the
-    flush outlasted the step)."""
     overrun_push_s: float = 0.0
     """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
     log, queueing them for the learner; embedded: the update)."""
@@ -75,11 +72,10 @@ def record_tick(
     budget_s: float | None,
     work_s: float,
     cpu_s: float,
-    flush_wait_s: float,
     push_s: float,
 ) -> None:
     """Count one tick of ``work_s`` actor work (``cpu_s`` of it on the acting thread; of it
-    ``flush_wait_s`` waiting for the log's flush, ``push_s`` pushing); over ``budget_s`` it is
+    ``push_s`` pushing); over ``budget_s`` it is
     an overrun, logged at warning level."""
     st.ticks += 1
     st.max_tick_work_s = max(st.max_tick_work_s, work_s)
@@ -87,10 +83,9 @@ def record_tick(
         st.tick_overruns += 1
         st.overrun_work_s += work_s
         st.overrun_thread_cpu_s += cpu_s
-        st.overrun_flush_wait_s += flush_wait_s
         st.overrun_push_s += push_s
         log.warning(
-            "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s waiting for the "
-            "log's flush, %.3f s pushing; budget %.3f s) at env step %d",
-            work_s, cpu_s, flush_wait_s, push_s, budget_s, st.env_steps,
+            "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s pushing; budget "
+            "%.3f s) at env step %d",
+            work_s, cpu_s, push_s, budget_s, st.env_steps,
         )  # fmt: skip

@@ -239,7 +239,6 @@ def write_report(
         actor_max_tick_work_s=actor.get("max_tick_work_s"),
         actor_overrun_work_s=actor.get("overrun_work_s"),
         actor_overrun_thread_cpu_s=actor.get("overrun_thread_cpu_s"),
-        actor_overrun_flush_wait_s=actor.get("overrun_flush_wait_s"),
         actor_overrun_push_s=actor.get("overrun_push_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
@@ -311,9 +310,9 @@ def _cpu_share(f: dict[str, Any]) -> str:
     if not work or cpu is None:
         return "no overrun time measured"
     said = f"the acting thread was on a CPU for {cpu / work:.0%} of the overrun ticks' time"
-    flush, push = f.get("actor_overrun_flush_wait_s"), f.get("actor_overrun_push_s")
-    if flush is not None and push is not None:  # actors since the flush left the tick
-        said += f", waited for the log's flush {flush / work:.0%}, pushed {push / work:.0%}"
+    push = f.get("actor_overrun_push_s")
+    if push is not None:  # actors since the flush left the tick
+        said += f", pushed {push / work:.0%}"
     return said
 
 

@@ -62,6 +62,9 @@ from robot_rl.replay.schema import (
     write_rows,
 )
 
+RECENT_ROWS = 32
+"""Rows of each field the log keeps in memory after flushing them (see ``_remember``)."""
+
 
 class EpisodeLog(EpisodeLogReader):
     """Append-only zarr v3 episode log. Build with :meth:`create` or :meth:`open` (the read
@@ -111,6 +114,8 @@ class EpisodeLog(EpisodeLogReader):
         self._closed = False
         # (closed episodes, open one's durable part), replaced whole per commit (durable_episodes)
         self._durable: tuple[tuple[EpisodeMeta, ...], EpisodeMeta | None] = ((), None)
+        # field -> (first row, the last rows this process flushed): read back from memory
+        self._recent: dict[str, tuple[int, np.ndarray]] = {}
 
     # -- construction ------------------------------------------------------------------------
 
@@ -271,6 +276,7 @@ class EpisodeLog(EpisodeLogReader):
                 crash-cut episode is recovered.
         """
         self._check_writable()
+        self.join_flush()
         if self._open is not None:
             raise RuntimeError(f"episode {self._open['index']} is still open; end_episode first")
         if source not in SOURCES:
@@ -365,23 +371,30 @@ class EpisodeLog(EpisodeLogReader):
         return len(self._pending_steps) >= self.flush_every_steps or due
 
     def flush_in_background(self) -> bool:
-        """Start :meth:`flush` in a worker thread; False (nothing started) with nothing
-        buffered. Until :meth:`join_flush` returns, the log must not be used: a real-time loop
-        starts it just before it waits for the robot and joins it after, so the write (zarr's
-        compression and file writes, ~40-100 ms on a loaded 2-core machine) overlaps the wait
-        instead of delaying the next action."""
+        """Start writing the buffered steps in a worker thread; False (nothing started) with
+        nothing buffered, or while the previous background flush still runs (the steps wait
+        for the next call). :meth:`append` goes on meanwhile (into a new buffer); every other
+        write (:meth:`begin_episode`, :meth:`end_episode`, :meth:`flush`, :meth:`close`) waits
+        for the flush first. A real-time loop starts it when a flush is due and never waits for
+        it: the write (zarr's compression and file writes, 40-180 ms on a loaded 2-core machine)
+        overlaps the wait for the robot and the next steps instead of delaying an action."""
         self._check_writable()
         if not self._pending_steps:
             return False
+        if self._flushing is not None:
+            if not self._flushing.done():
+                return False
+            self.join_flush()  # re-raises its error
         if self._flusher is None:
             self._flusher = ThreadPoolExecutor(1, thread_name_prefix="episode-log-flush")
-        self._flushing = self._flusher.submit(self._flush)
+        batch = self._take_pending()
+        self._flushing = self._flusher.submit(self._write_batch, *batch)
         return True
 
     @property
     def flushing(self) -> bool:
-        """A :meth:`flush_in_background` was started and not yet joined."""
-        return self._flushing is not None
+        """A :meth:`flush_in_background` was started and has not finished."""
+        return self._flushing is not None and not self._flushing.done()
 
     def join_flush(self) -> None:
         """Wait for :meth:`flush_in_background` (no-op if none runs); re-raises its error."""
@@ -428,6 +441,7 @@ class EpisodeLog(EpisodeLogReader):
     def abort_episode(self) -> None:
         """Discard the open episode (e.g. a teleoperator pressed "discard")."""
         self._check_writable()
+        self.join_flush()
         if self._open is None:
             raise RuntimeError("abort_episode without an open episode")
         self._pending_steps, self._pending_obs = [], []
@@ -437,29 +451,52 @@ class EpisodeLog(EpisodeLogReader):
         self._trim(self._num_steps, self._num_obs, len(self._episodes))
 
     def flush(self) -> None:
-        """Write buffered steps, then the commit record."""
-        if self._flushing is not None:
-            raise RuntimeError(f"{self.path}: a background flush runs; join_flush() first")
-        self._flush()
+        """Write buffered steps, then the commit record (after a background flush, if one
+        runs)."""
+        self.join_flush()
+        if self.mode != "a":
+            return
+        self._write_batch(*self._take_pending())
 
-    def _flush(self) -> None:
+    def _take_pending(self) -> tuple[list[dict[str, Any]], list[dict[str, np.ndarray]]]:
+        """The buffered steps and observation rows; the buffer starts again empty."""
+        batch = (self._pending_steps, self._pending_obs)
+        self._pending_steps, self._pending_obs = [], []
         self._last_flush = time.monotonic()
-        if not self._pending_steps or self.mode != "a":
+        return batch
+
+    def _write_batch(self, steps: list[dict[str, Any]], obs: list[dict[str, np.ndarray]]) -> None:
+        """Write ``steps`` and ``obs`` after the committed rows, then the commit record (on the
+        worker of :meth:`flush_in_background`, or the caller's thread)."""
+        if not steps:
             return
         n0, o0 = self._num_steps, self._num_obs
-        n1, o1 = n0 + len(self._pending_steps), o0 + len(self._pending_obs)
+        n1, o1 = n0 + len(steps), o0 + len(obs)
         jobs = []
         for name in STEP_FIELDS:
-            data = np.stack([np.asarray(s[name]) for s in self._pending_steps])
-            jobs.append((self._arrays[name], n0, n1, data.astype(self._fields[name][1])))
+            data = np.stack([np.asarray(s[name]) for s in steps])
+            jobs.append((name, n0, n1, data.astype(self._fields[name][1])))
         for name in obs_fields(self.layout):
-            data = np.stack([r[name] for r in self._pending_obs])
-            jobs.append((self._arrays[name], o0, o1, data))
-        for job in jobs:  # all arrays (spare rows: resizes are a third of a flush), then commit
-            write_rows(*job, spare=True)
+            data = np.stack([r[name] for r in obs])
+            jobs.append((name, o0, o1, data))
+        for name, lo, hi, data in jobs:  # all arrays (spare rows: resizes are a third of a
+            write_rows(self._arrays[name], lo, hi, data, spare=True)  # flush), then commit
         self._num_steps, self._num_obs = n1, o1
-        self._pending_steps, self._pending_obs = [], []
+        self._remember(jobs)
         self._write_commit()
+
+    def _remember(self, jobs: list[tuple[str, int, int, np.ndarray]]) -> None:
+        """Keep the last :data:`RECENT_ROWS` flushed rows of every field in memory: the
+        actor's outbox reads each step back just after its flush to send it, and reading it
+        from zarr (files, decompression) kept a real-time actor waiting."""
+        recent = {}
+        for name, lo, _hi, data in jobs:
+            old = self._recent.get(name)
+            if old is not None and old[0] + len(old[1]) == lo:  # contiguous: extend
+                lo, data = old[0], np.concatenate([old[1], data])
+            keep = data[-RECENT_ROWS:]
+            recent[name] = (lo + len(data) - len(keep), keep)
+        self._recent = recent  # replaced whole: a reader holds one consistent dict
 
     def close(self) -> None:
         """Flush and release. An episode still open stays open (recoverable on reopen)."""
@@ -484,8 +521,6 @@ class EpisodeLog(EpisodeLogReader):
     def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self.path}: log is closed")
-        if self._flushing is not None:
-            raise RuntimeError(f"{self.path}: a background flush runs; join_flush() first")
         if self.mode != "a":
             raise RuntimeError(f"{self.path} is open read-only; open with mode='a' to write")
 
@@ -526,6 +561,7 @@ class EpisodeLog(EpisodeLogReader):
 
     def _trim(self, n_steps: int, n_obs: int, n_eps: int) -> None:
         """Cut every array to the committed sizes (uncommitted rows from a crash)."""
+        self._recent = {}
         for name, arr in self._arrays.items():
             n = n_obs if name.startswith("obs/") else n_steps
             if arr.shape[0] > n:

@@ -23,6 +23,7 @@ class EpisodeLogReader:
     _episodes: list[EpisodeMeta]
     _durable: tuple[tuple[EpisodeMeta, ...], EpisodeMeta | None]
     _arrays: dict[str, zarr.Array]
+    _recent: dict[str, tuple[int, np.ndarray]]
 
     @property
     def num_episodes(self) -> int:
@@ -86,12 +87,12 @@ class EpisodeLogReader:
             )
         s0, s1 = em.start_step + start, em.start_step + stop
         o0, o1 = em.start_obs + start, em.start_obs + stop + 1
-        out: dict[str, Any] = {n: self._arrays[n][s0:s1] for n in STEP_FIELDS}
+        out: dict[str, Any] = {n: self._rows(n, s0, s1) for n in STEP_FIELDS}
         cut = em.recovered == "truncated" and stop == em.length and stop > start
         if cut and not out["terminated"][-1]:
             out["truncated"][-1] = True  # applied in memory for read-only opens
         fields = [n for n in obs_fields(self.layout) if images or not n.startswith("obs/images/")]
-        rows = {n: self._arrays[n][o0:o1] for n in fields}
+        rows = {n: self._rows(n, o0, o1) for n in fields}
         obs: dict[str, Any] = {}
         nxt: dict[str, Any] = {}
         if self.layout.state_dim:
@@ -101,6 +102,16 @@ class EpisodeLogReader:
             nxt[keys.IMAGES] = {c: rows[f"obs/images/{c}"][1:] for c in self.layout.images}
         out["obs"], out["next_obs"], out["meta"] = obs, nxt, em
         return out
+
+    def _rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of array ``name``: a copy from the rows this process flushed last
+        when they cover the range, else from the store."""
+        recent = self._recent.get(name)
+        if recent is not None:
+            start, data = recent
+            if start <= lo and hi <= start + len(data):
+                return data[lo - start : hi - start].copy()
+        return self._arrays[name][lo:hi]
 
     def read_camera_rows(self, camera: str, lo: int, hi: int) -> np.ndarray:
         """Frames of camera ``camera`` in observation rows [lo, hi) (global row indices, see the

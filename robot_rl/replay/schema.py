@@ -254,10 +254,37 @@ def create_store(
     Raises:
         FileExistsError: ``path`` appeared meanwhile.
     """
+    from zarr.codecs import BloscCodec
+
     tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a crash of this pid's predecessor
     try:
-        _build_store(tmp, layout, action_dim, meta, image_clevel, image_chunk_steps)
+        root = zarr.open_group(str(tmp), mode="w-", zarr_format=3)
+        img_codec = BloscCodec(cname="zstd", clevel=image_clevel, shuffle="noshuffle")
+        for name, (shape, dtype) in {**step_fields(action_dim), **obs_fields(layout)}.items():
+            is_img = name.startswith("obs/images/")
+            root.create_array(
+                f"data/{name}",
+                shape=(0, *shape),
+                chunks=(image_chunk_steps if is_img else STEP_CHUNK, *shape),
+                dtype=dtype,
+                compressors=img_codec if is_img else "auto",
+                fill_value=0,
+            )
+        root.create_array(
+            "meta/episode_ends", shape=(0,), chunks=(STEP_CHUNK,), dtype="int64", fill_value=0
+        )
+        root["meta"].attrs.put({"episodes": []})
+        root.create_group("commit").attrs.put(commit_record(0, 0, 0, None))
+        root.attrs.put(
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "layout": layout_to_json(layout),
+                "action_dim": int(action_dim),
+                "meta": meta,
+            }
+        )
         try:
             os.rename(tmp, path)  # atomic on one filesystem; refuses an existing non-empty dir
         except OSError as e:
@@ -265,44 +292,6 @@ def create_store(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return zarr.open_group(str(path), mode="r+", zarr_format=3)
-
-
-def _build_store(
-    path: Path,
-    layout: ObsLayout,
-    action_dim: int,
-    meta: dict[str, Any],
-    image_clevel: int,
-    image_chunk_steps: int,
-) -> None:
-    from zarr.codecs import BloscCodec
-
-    root = zarr.open_group(str(path), mode="w-", zarr_format=3)
-    img_codec = BloscCodec(cname="zstd", clevel=image_clevel, shuffle="noshuffle")
-    for name, (shape, dtype) in {**step_fields(action_dim), **obs_fields(layout)}.items():
-        is_img = name.startswith("obs/images/")
-        root.create_array(
-            f"data/{name}",
-            shape=(0, *shape),
-            chunks=(image_chunk_steps if is_img else STEP_CHUNK, *shape),
-            dtype=dtype,
-            compressors=img_codec if is_img else "auto",
-            fill_value=0,
-        )
-    root.create_array(
-        "meta/episode_ends", shape=(0,), chunks=(STEP_CHUNK,), dtype="int64", fill_value=0
-    )
-    root["meta"].attrs.put({"episodes": []})
-    root.create_group("commit").attrs.put(commit_record(0, 0, 0, None))
-    root.attrs.put(
-        {
-            "format": FORMAT,
-            "version": VERSION,
-            "layout": layout_to_json(layout),
-            "action_dim": int(action_dim),
-            "meta": meta,
-        }
-    )
 
 
 def open_store(path: Path, writable: bool) -> zarr.Group:

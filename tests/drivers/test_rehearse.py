@@ -50,7 +50,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     options = ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
                "--demos", "3", "--label-episodes", "4", "--label-max-steps", "20",
                "--robot-minutes", "0.5", "--target-episodes", "10", "--state-hz", "50",
-               "--reward-gates", "gripper_pos>=0"]  # fmt: skip
+               "--reward-gates", "gripper_pos>=0", "--human-patience-steps", "12"]  # fmt: skip
     proc = _rehearse(out, a2_domain, options, 900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout)
@@ -71,6 +71,9 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert f["episodes"] >= 3 and f["actor_steps"] > 0 and f["learner_updates"] > 0
     assert f["robot_minutes"] <= 0.5 + 1e-9
     assert 0.0 < f["actor_mean_obs_age_s"] <= f["actor_max_obs_age_s"]  # real time: never 0
+    # the action left after the observation was assembled: older by the actor's work on it
+    assert f["actor_mean_obs_age_s"] < f["actor_mean_action_age_s"] <= f["actor_max_action_age_s"]
+    assert f["final_eval_ros_mean_action_age_s"] > 0.0
     assert f["final_eval_episodes"] == 10 and 0.0 <= f["final_eval_success"] <= 1.0
     # The final evaluation over ROS 2 on the same real-time twin, its episodes ended by the
     # classifier and scored by the twin (one score per episode: joined, not skipped).
@@ -91,6 +94,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert setup["privileged"] is False
     twin_args = setup["nodes"][0]["args"]
     assert twin_args[twin_args.index("--state-hz") + 1] == "50"
+    assert report["config"]["human_patience_steps"] == 12
     # The gates went from the labelled frames' named state to the card the actor read.
     card = json.loads((out / "classifier" / "card.json").read_text())
     assert card["gates"] == ["gripper_pos>=0"] and card["metrics"]["gated_val_frames"] == 0

@@ -59,8 +59,8 @@ def test_an_overrun_says_whether_the_actor_waited_or_computed(tmp_path, extra) -
     st = _actor_stats(tmp_path, extra)
     assert st.ticks == 10 and st.tick_overruns == 10  # every tick takes EXTRA_S > BUDGET_S
     assert st.overrun_work_s >= 10 * EXTRA_S
-    # The policy's extra time is neither the log's flush nor the push.
-    assert 0 <= st.overrun_flush_wait_s + st.overrun_push_s < st.overrun_work_s - 10 * EXTRA_S / 2
+    # The policy's extra time is not the push.
+    assert 0 <= st.overrun_push_s < st.overrun_work_s - 10 * EXTRA_S / 2
     cpu_per_tick = st.overrun_thread_cpu_s / st.tick_overruns
     if extra is _compute:
         assert cpu_per_tick >= EXTRA_S  # the spin is CPU time by construction
@@ -97,44 +97,43 @@ def test_the_action_age_counts_the_policys_time(tmp_path) -> None:
     assert st.mean_action_age_s < EXTRA_S  # a PointEnv tick with a small net: a few ms
 
 
-def test_the_log_is_written_while_the_env_waits_for_the_robot(tmp_path) -> None:
-    """The actor starts its log's flush just before ``env.step`` and joins it after, so the
-    write (zarr's compression and file writes: on a loaded 2-core machine a flush of two
-    128x128 cameras took most of a 100 ms tick) overlaps the wait for the robot instead of
-    delaying the next action. The env here checks, inside each step, that the rows due are
-    being written and become durable while it blocks."""
+def test_the_actor_never_waits_for_its_logs_flush(tmp_path, monkeypatch) -> None:
+    """The actor starts its log's flush in a worker just before ``env.step`` and never waits
+    for it: the write (zarr's compression and file writes: on a loaded 2-core machine a flush of
+    two 128x128 cameras took most of a 100 ms tick) overlaps the wait for the robot and the
+    next steps. Here every flush takes 0.3 s while the env steps in ~1 ms: the same flush is
+    still running when later steps start (the actor appended and acted meanwhile), and at the
+    end every step is durable."""
     import gymnasium as gym
 
+    import robot_rl.replay.log as log_module
     from robot_rl.actor.links import RemoteLink
-    from robot_rl.actor.loop import LOG_FLUSH, Actor, ActorConfig
+    from robot_rl.actor.loop import Actor, ActorConfig
     from robot_rl.actor.policy import ActingPolicy
-    from robot_rl.replay import ObsAdapter
+    from robot_rl.replay import EpisodeLog, ObsAdapter
     from robot_rl.run.evaluate import ActionMap
 
-    every = LOG_FLUSH["flush_every_steps"]
-    seen = {"overlapped": 0, "steps": 0}
+    real_write = log_module.write_rows
+
+    def slow_write(arr, lo, hi, data, spare=False):
+        if arr.path.endswith("reward"):  # once per flush
+            time.sleep(0.3)
+        return real_write(arr, lo, hi, data, spare=spare)
+
+    monkeypatch.setattr(log_module, "write_rows", slow_write)
+    seen = {"across_steps": 0, "steps": 0, "last": None}
     holder: dict[str, Any] = {}
 
     class Robot(gym.Wrapper):
-        """Steps like a robot the actor waits for; checks the actor's log meanwhile."""
-
-        def reset(self, **kw):
-            self.n = 0  # steps of this episode appended to the log so far
-            return self.env.reset(**kw)
+        """Steps like a robot the actor waits for; notes which flush runs meanwhile."""
 
         def step(self, action):
             log = holder["actor"].log
-            durable = log.open_episode.length if log.open_episode is not None else 0
-            if log.flushing:
-                seen["overlapped"] += 1
-                end = time.monotonic() + 30.0
-                while (log.open_episode.length if log.open_episode else 0) < self.n:
-                    assert time.monotonic() < end, "the flush did not progress during the step"
-                    time.sleep(0.001)
-            else:
-                assert self.n - durable < every, (self.n, durable)  # no flush was due
+            running = log._flushing if log.flushing else None
+            if running is not None and running is seen["last"]:
+                seen["across_steps"] += 1  # a flush outlived a whole actor step
+            seen["last"] = running
             seen["steps"] += 1
-            self.n += 1
             return self.env.step(action)
 
     env = Robot(PointEnv(10))
@@ -145,8 +144,6 @@ def test_the_log_is_written_while_the_env_waits_for_the_robot(tmp_path) -> None:
         cfg = ActorConfig(total_env_steps=30, random_steps=30)
         actor = holder["actor"] = Actor(env, policy, tmp_path / "arm", RemoteLink(client), cfg)
         st = actor.run()
-    assert st.env_steps == seen["steps"] == 30 and seen["overlapped"] >= 1
-    from robot_rl.replay import EpisodeLog
-
+    assert st.env_steps == seen["steps"] == 30 and seen["across_steps"] >= 3, seen
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as log:
         assert sum(e.length for e in log.episodes) == 30  # nothing lost on the way

@@ -139,6 +139,43 @@ def test_a_log_being_created_is_never_seen_half_made(tmp_path, monkeypatch):
         EpisodeLog.create(path, rd.layout(), rd.ACTION_DIM)
 
 
+def test_rows_read_back_right_after_a_flush_equal_the_stored_ones(tmp_path):
+    """The writer reads its last flushed rows from memory (the actor's outbox sends each step
+    just after its flush); what it returns must be what the store holds, dtypes included, and a
+    caller that edits the result must not change a later read."""
+    lay = rd.layout()
+    path = tmp_path / "log.zarr"
+    checked = 0
+    with EpisodeLog.create(path, lay, rd.ACTION_DIM, flush_every_steps=3) as log:
+        for ep, n in enumerate((5, 40)):  # the second outgrows the rows kept in memory
+            log.begin_episode("online", policy_version=ep, seed=ep)
+            for t in range(n):
+                log.append(**rd.step(lay, ep, t, n, pv=ep))
+                em = log.open_episode
+                if em is None or em.length == 0:
+                    continue
+                lo = max(0, em.length - 4)
+                mine = log.read_episode(em.index, lo, em.length)
+                files = EpisodeLog.open(path, mode="r", unfinished="truncate")
+                want = files.read_episode(em.index, lo, em.length)
+                files.close()
+                for k in ("action", "reward", "terminated", "policy_version", "stamp_s"):
+                    assert mine[k].dtype == want[k].dtype
+                    np.testing.assert_array_equal(mine[k], want[k])
+                for part in ("obs", "next_obs"):
+                    np.testing.assert_array_equal(mine[part]["state"], want[part]["state"])
+                    for c in lay.images:
+                        got, exp = mine[part]["images"][c], want[part]["images"][c]
+                        assert got.dtype == exp.dtype
+                        np.testing.assert_array_equal(got, exp)
+                mine["reward"][:] = -7.0  # a caller's edit stays in its copy
+                again = log.read_episode(em.index, lo, em.length)
+                assert not np.any(again["reward"] == -7.0)
+                checked += 1
+            log.end_episode(success=True)
+    assert checked > 10
+
+
 def test_discontinuous_obs_is_rejected(tmp_path):
     lay = rd.layout()
     with EpisodeLog.create(tmp_path / "x.zarr", lay, rd.ACTION_DIM) as log:
@@ -308,10 +345,26 @@ def test_crash_between_data_and_commit_ignores_uncommitted_rows(tmp_path, unfini
         _assert_episode_matches(log3.read_episode(len(lengths)), 7, 2, lay)
 
 
-def test_a_background_flush_writes_what_the_owner_buffered_and_guards_the_log(tmp_path):
+def test_a_background_flush_writes_what_the_owner_buffered_while_appends_go_on(
+    tmp_path, monkeypatch
+):
     """auto_flush=False: appends stay in RAM until the owner flushes; a background flush (a
-    real-time loop starts it before it waits for its robot) makes them durable, and nothing
-    may touch the log until it is joined."""
+    real-time loop starts it before it waits for its robot) makes them durable while the owner
+    appends more; a second one is not started while the first writes; every other write waits
+    for it."""
+    import threading
+
+    import robot_rl.replay.log as log_module
+
+    gate = threading.Event()  # holds the background flush at its first array write
+    real_write = log_module.write_rows
+
+    def held_write(*args, **kw):
+        if threading.current_thread() is not threading.main_thread():
+            assert gate.wait(30.0)
+        return real_write(*args, **kw)
+
+    monkeypatch.setattr(log_module, "write_rows", held_write)
     lay = rd.layout()
     path = tmp_path / "bg.zarr"
     log = EpisodeLog.create(path, lay, rd.ACTION_DIM, flush_every_steps=2, auto_flush=False)
@@ -321,22 +374,26 @@ def test_a_background_flush_writes_what_the_owner_buffered_and_guards_the_log(tm
     assert log.flush_due() and log.open_episode is not None
     assert log.open_episode.length == 0  # nothing durable: the owner did not flush
     assert log.flush_in_background() and log.flushing
-    for use in (
-        lambda: log.append(**rd.step(lay, 0, 5, 10)),
-        log.flush,
-        lambda: log.end_episode(success=True),
-    ):
-        with pytest.raises(RuntimeError, match="background flush"):
-            use()
-    log.join_flush()
-    assert not log.flushing and not log.flush_due()
-    assert log.open_episode.length == 5
-    with EpisodeLog.open(path, unfinished="truncate", mode="r") as reader:  # on disk too
-        assert reader.episodes[0].length == 5
-    assert not log.flush_in_background()  # nothing buffered: nothing started
-    for t in range(5, 7):
+    for t in range(5, 8):  # the owner goes on while the flush writes
         log.append(**rd.step(lay, 0, t, 10))
+    assert log.flush_due() and not log.flush_in_background()  # the first one still writes
+    assert log.open_episode.length == 0
+    gate.set()
+    log.join_flush()
+    assert not log.flushing
+    assert log.open_episode.length == 5  # what the flush took; steps 5-7 still buffered
     assert log.flush_in_background()
-    log.close()  # joins the flush and writes the rest
+    log.end_episode(success=True)  # waits for that flush, writes the rest
+    assert log.episodes[0].length == 8
+    with EpisodeLog.open(path, mode="r") as reader:  # on disk too, bit-identical
+        assert reader.episodes[0].length == 8
+        np.testing.assert_array_equal(
+            reader.read_episode(0)["obs"]["state"][5], rd.obs(lay, 0, 5)["state"]
+        )
+    log.begin_episode("online")
+    for t in range(2):
+        log.append(**rd.step(lay, 1, t, 10))
+    assert log.flush_in_background()
+    log.close()  # waits for the flush and writes the rest
     with EpisodeLog.open(path, unfinished="truncate", mode="r") as reader:
-        assert reader.episodes[0].length == 7
+        assert [e.length for e in reader.episodes] == [8, 2]
