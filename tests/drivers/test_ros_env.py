@@ -152,8 +152,11 @@ def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_facto
             with robot.session.cond:
                 return all(s.stamp_s == stamp for s in robot._slots.values())
 
-        publish(9.95, pose)
-        arm.wait_for(lambda: arrived(9.95), 10, "state at 9.95")
+        def sent(stamp: float) -> bool:  # again until it arrives: a message published
+            publish(stamp, pose)  # before discovery matched the robot's readers is lost
+            return arrived(stamp)
+
+        arm.wait_for(lambda: sent(9.95), 10, "state at 9.95")
         state = robot.read_state()
         assert state.stamp_s == pytest.approx(9.95)
         np.testing.assert_allclose(state.tcp_pose, pose)
