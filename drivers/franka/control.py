@@ -28,6 +28,8 @@ from robot_rl.core import kinematics as kin
 JOINT_LOW = np.asarray(kin.FR3_JOINT_LOW_RAD)
 JOINT_HIGH = np.asarray(kin.FR3_JOINT_HIGH_RAD)
 TORQUE_LIMIT = np.asarray(kin.FR3_TORQUE_LIMIT_NM)
+CYCLE_S = 1e-3
+"""The FCI's control cycle, s."""
 _T_7_FLANGE = np.eye(4)
 _T_7_FLANGE[2, 3] = kin.FLANGE_D_M
 _T_7_TCP = _T_7_FLANGE @ kin.T_flange_tcp_mat()
@@ -56,6 +58,16 @@ class ImpedanceConfig:
             (``tau_J_d``). Below half the FCI's 1000 N m/s: the robot may judge a command
             against any earlier one that shared its reported torque (a late or dropped packet),
             and those differ by up to twice this.
+        soft_start_cycles: For this many cycles after a torque session starts, the command stays
+            within ``soft_start_band_nm`` of the torque the robot reported at the start (its
+            hold: zero). The robot may judge the first commands of a session against that
+            start torque and not against our commands it has already applied: franka-sim arms
+            its torque-rate check a few cycles after it starts publishing the new controller
+            mode, so a loaded simulator judged our fourth command (three 0.4 N m steps) against
+            zero: ``controller_torque_discontinuity`` at 1200 N m/s right after every recovery.
+            On a real arm this is a 0.1 s start at a small torque (gravity stays compensated).
+        soft_start_band_nm: Largest distance from the start torque during the soft start, N m
+            (below one FCI step, 1 N m).
     """
 
     stiffness_trans_n_per_m: float = 800.0
@@ -71,6 +83,8 @@ class ImpedanceConfig:
     limit_stiffness_nm_per_rad: float = 50.0
     torque_fraction: float = 0.8
     max_torque_rate_nm_per_s: float = 400.0
+    soft_start_cycles: int = 100
+    soft_start_band_nm: float = 0.45
 
     def __post_init__(self) -> None:
         for name in ("posture_rad", "joint_stiffness_nm_per_rad", "joint_damping_nms_per_rad"):
@@ -83,6 +97,14 @@ class ImpedanceConfig:
                 "max_torque_rate_nm_per_s must be in (0, 500): half the FCI's 1000 N m/s, because"
                 " a late packet can make the robot judge two of our commands that are two steps"
                 " apart as consecutive"
+            )
+        if self.soft_start_cycles < 0:
+            raise ValueError("soft_start_cycles must be >= 0 (0: no soft start)")
+        if not 0 < self.soft_start_band_nm + self.max_torque_rate_nm_per_s * CYCLE_S < 1.0:
+            raise ValueError(
+                "soft_start_band_nm plus one step of max_torque_rate_nm_per_s must stay below the"
+                " FCI's 1 N m per cycle: the first command after the soft start may be judged"
+                " against the start torque"
             )
 
 
@@ -280,10 +302,6 @@ def joint_impedance_torque(
     )
 
 
-CYCLE_S = 1e-3
-"""The FCI's control cycle, s."""
-
-
 class TorqueRateLimiter:
     """Clips torques to ``torque_fraction`` of the FR3 limits and their rate of change.
 
@@ -295,15 +313,24 @@ class TorqueRateLimiter:
     0.5 N m steps read as one 1.5 N m step, a ``controller_torque_discontinuity`` reflex. Where
     the two bounds do not overlap (the robot holds a torque we did not just send, e.g. a
     stale command of an aborted motion), the robot's reference wins.
+
+    For the first ``soft_start_cycles`` commands after construction or :meth:`reset`, the
+    torque also stays within ``soft_start_band_nm`` of the start torque (the robot's reported
+    torque at the first command, else our own): see :class:`ImpedanceConfig`.
     """
 
     def __init__(self, cfg: ImpedanceConfig) -> None:
         self.cfg = cfg
         self.last = np.zeros(7)
+        self.start: np.ndarray | None = None
+        self.commands = 0
 
     def reset(self, tau_nm: np.ndarray | None = None) -> None:
-        """Restart from ``tau_nm`` (default zero: a fresh torque-control session)."""
+        """Restart from ``tau_nm`` (default zero: a fresh torque-control session); the soft
+        start begins again."""
         self.last = np.zeros(7) if tau_nm is None else np.asarray(tau_nm, dtype=np.float64).copy()
+        self.start = None
+        self.commands = 0
 
     def __call__(
         self, tau_nm: np.ndarray, dt_s: float, applied_nm: np.ndarray | None = None
@@ -327,6 +354,12 @@ class TorqueRateLimiter:
             low = np.where(apart, applied - step, both_low)
             high = np.where(apart, applied + step, both_high)
         tau = np.clip(np.clip(tau_nm, -limit, limit), low, high)
+        if self.commands < self.cfg.soft_start_cycles:
+            if self.start is None:
+                self.start = (self.last if applied_nm is None else applied).copy()
+            band = self.cfg.soft_start_band_nm
+            tau = np.clip(tau, self.start - band, self.start + band)
+        self.commands += 1
         self.last = tau
         return tau
 

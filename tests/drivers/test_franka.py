@@ -192,6 +192,33 @@ def test_torque_limiter_follows_the_robots_torque_when_it_is_not_ours() -> None:
         control.ImpedanceConfig(max_torque_rate_nm_per_s=500.0)
 
 
+def judged_at_arming(cfg: control.ImpedanceConfig, lag: int) -> float:
+    """Torque rate (N m/s) a robot judges the first command it checks with, when it arms its
+    rate check ``lag`` cycles into a session and seeds it with the start torque (zero).
+
+    What franka-sim does under load: it publishes the new controller mode (the client starts
+    streaming) before it seeds its check from the state it had at the Move; it applies and
+    reports our first commands meanwhile. The arm needs a large torque (the impedance law
+    after a reflex), so the limiter is saturated.
+    """
+    lim = control.TorqueRateLimiter(cfg)
+    applied = np.zeros(7)
+    for _ in range(lag):
+        applied = lim(np.full(7, 20.0), control.CYCLE_S, applied)  # applied and reported
+    first_checked = lim(np.full(7, 20.0), control.CYCLE_S, applied)
+    return float(np.abs(first_checked).max()) / control.CYCLE_S
+
+
+def test_soft_start_keeps_a_late_armed_rate_check_below_the_fci_limit() -> None:
+    plain = control.ImpedanceConfig(soft_start_cycles=0)
+    assert judged_at_arming(plain, 3) > 1000.0  # seen on CI: 1200 N m/s after a recovery
+    cfg = control.ImpedanceConfig()
+    for lag in range(cfg.soft_start_cycles + 1):
+        assert judged_at_arming(cfg, lag) < 1000.0, lag
+    with pytest.raises(ValueError, match="below the FCI"):
+        control.ImpedanceConfig(soft_start_band_nm=0.7)
+
+
 def test_impedance_pulls_towards_reference() -> None:
     """A TCP displaced by +x must get a joint torque whose TCP force points along -x."""
     q = np.asarray(kin.FR3_HOME_RAD)
