@@ -9,9 +9,9 @@ Over ROS 2 in real time, an action is computed from an observation that is alrea
 at its next state period; meanwhile the arm keeps moving toward the previous target. The direct
 twin waits for the policy: the action acts for the whole period. The rehearsal's final policy
 scored 47/50 on the direct twin and 35/50 over ROS 2; this bench asks how much of that gap the
-latency alone explains, on the direct twin, with nothing else changed: after ``delay`` of
-physics under the previous target, the new one is applied (clipped by the safety layer against
-the pose measured then, as the realtime twin does), and the period ends as usual.
+latency alone explains, on the direct twin, with nothing else changed: ``eval
+--action-delay-ms`` (:class:`sim.robot.SimRobot`'s ``action_delay_s``) applies each new target
+after ``delay`` of physics under the previous one, and the period ends as usual.
 
 Pass the rehearsal's ``final_eval_ros_mean_action_age_s`` (report.json) to compare: that age
 includes the observation's own age, which here is 0.
@@ -24,7 +24,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import tyro
 
@@ -37,7 +36,7 @@ class Config:
     run: Path
     """A run directory (a learner's or train's) with checkpoints."""
     delays_ms: tuple[float, ...] = (0.0, 25.0, 50.0, 75.0)
-    """Action delays to evaluate, milliseconds (whole physics steps, rounded)."""
+    """Action delays to evaluate, milliseconds (each below one control period)."""
     episodes: int = 50
     """Episodes per delay (the same seeds for every delay)."""
     seed: int = 3_000_000
@@ -49,35 +48,6 @@ class Config:
     notes: str = ""
 
 
-class LateRobot:
-    """The twin's robot with each command applied ``steps`` physics steps after it is sent
-    (the previous target holds meanwhile); the clock's period is shortened by as much, so a
-    control period stays a control period. Everything else goes to the robot."""
-
-    def __init__(self, robot: Any, world: Any, steps: int) -> None:
-        self._robot, self._world, self._steps = robot, world, steps
-
-    def send_command(self, command: Any) -> Any:
-        self._world.step(self._steps)  # the arm moves on under the previous target
-        return self._robot.send_command(command)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._robot, name)
-
-
-def late_twin(delay_s: float):
-    """A ``run_eval`` twin hook that applies every action ``delay_s`` late."""
-
-    def hook(env: Any, backend: Any) -> None:
-        steps = round(delay_s / backend.world.dt_s)
-        if not 0 <= steps < backend.clock.n_substeps:
-            raise ValueError(f"delay {delay_s} s is not within one control period")
-        env.unwrapped.robot = LateRobot(backend.robot, backend.world, steps)
-        backend.clock.n_substeps -= steps
-
-    return hook
-
-
 def main(cfg: Config) -> dict:
     from robot_rl.app.evaluate import EvalCmdConfig, run_eval
 
@@ -85,9 +55,13 @@ def main(cfg: Config) -> dict:
     for d in cfg.delays_ms:
         t0 = time.perf_counter()
         ecfg = EvalCmdConfig(
-            run=cfg.run, checkpoint=cfg.checkpoint, episodes=cfg.episodes, seed=cfg.seed
+            run=cfg.run,
+            checkpoint=cfg.checkpoint,
+            episodes=cfg.episodes,
+            seed=cfg.seed,
+            action_delay_ms=d,
         )
-        res = run_eval(ecfg, twin_hook=late_twin(d / 1000.0))
+        res = run_eval(ecfg)
         rows.append(
             {
                 "delay_ms": d,

@@ -160,11 +160,17 @@ def make_sim_backend(
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(TASKS))}")
     info = TASKS[task_name]
+    period_s = 1.0 / env_cfg.control_hz
+    if sim_cfg.action_delay_s >= period_s:
+        raise ValueError(
+            f"action delay {sim_cfg.action_delay_s * 1e3:g} ms must be shorter than the control "
+            f"period ({period_s * 1e3:g} ms at {env_cfg.control_hz:g} Hz)"
+        )
     task: SimTask = _load(info.task_class)()
     world = SimWorld(sim_cfg, [task.mjcf_fragment()], controller_cfg)
     task.bind(world)
     safety = safety or info.default_safety
-    robot = SimRobot(world, safety)
+    robot = SimRobot(world, safety, action_delay_s=sim_cfg.action_delay_s)
     cameras = tuple(
         SimCamera(world, name, sim_cfg.image_height, sim_cfg.image_width)
         for name in sim_cfg.cameras

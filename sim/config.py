@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -47,6 +48,10 @@ class SimConfig:
         image_height: Rendered image height, pixels.
         image_width: Rendered image width, pixels.
         randomization: Domain randomisation settings.
+        action_delay_s: Each arm command takes effect this long after it was sent, seconds
+            (below one control period; 0: at once). A real arm acts on an observation that
+            is older than the arm when the action lands; this gives the direct twin that
+            latency (:class:`sim.robot.SimRobot`).
     """
 
     sim_hz: float = 500.0
@@ -54,8 +59,11 @@ class SimConfig:
     image_height: int = 128
     image_width: int = 128
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    action_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.action_delay_s) and self.action_delay_s >= 0):
+            raise ValueError(f"action_delay_s must be >= 0 seconds, got {self.action_delay_s}")
         if not 100 <= self.sim_hz <= 2000:
             raise ValueError(f"sim_hz {self.sim_hz} outside [100, 2000]; 500 is the default")
         bad = [c for c in self.cameras if c not in ("front", "wrist")]

@@ -5,6 +5,11 @@ Commands go through the same :class:`robot_rl.core.safety.SafetyLayer` as on the
 controller then tracks the executed target at every physics step. A
 :class:`robot_rl.core.safety.CommandWatchdog` on simulation time holds the current pose when no
 command arrived for ``watchdog_timeout_s``.
+
+With ``action_delay_s`` a command takes effect that long after it was sent (the previous target
+holds meanwhile), the way a real arm's does: the observation an action answers is older than
+the arm when the action lands (over ROS 2 on the real-robot path, 70-140 ms). The command is
+clipped against the pose at sending.
 """
 
 from __future__ import annotations
@@ -27,10 +32,16 @@ class SimRobot:
     Args:
         world: The world whose arm this is.
         safety: Limits applied to every command.
+        action_delay_s: Each command takes effect this long after :meth:`send_command`
+            (0: at once).
     """
 
-    def __init__(self, world: SimWorld, safety: SafetyConfig) -> None:
+    def __init__(self, world: SimWorld, safety: SafetyConfig, action_delay_s: float = 0.0) -> None:
+        if not (np.isfinite(action_delay_s) and action_delay_s >= 0.0):
+            raise ValueError(f"action_delay_s must be >= 0 seconds, got {action_delay_s}")
         self.world = world
+        self.action_delay_s = float(action_delay_s)
+        self._due: tuple[float, ArmCommand] | None = None  # (sim time, command) not yet applied
         self.safety = SafetyLayer(safety)
         self.watchdog = CommandWatchdog(safety.watchdog_timeout_s)
         self._spec = RobotSpec(
@@ -44,6 +55,8 @@ class SimRobot:
         self.watchdog_holds = 0
         """How many times the watchdog made the arm hold (diagnostics)."""
         world.step_hooks.append(self._check_watchdog)
+        if self.action_delay_s > 0:
+            world.step_hooks.append(self._apply_due)
 
     @property
     def spec(self) -> RobotSpec:
@@ -68,6 +81,7 @@ class SimRobot:
             ValueError: ``start_pose`` is unreachable (IK residual above ``IK_TOLERANCE``).
         """
         self._require_connected()
+        self._due = None
         w = self.world
         start_pose = np.asarray(start_pose, dtype=np.float64)
         q, residual = w.solve_ik(start_pose)
@@ -99,7 +113,8 @@ class SimRobot:
         )
 
     def send_command(self, command: ArmCommand) -> tuple[ArmCommand, SafetyReport]:
-        """Clip ``command`` with the safety layer against the measured pose; track the result.
+        """Clip ``command`` with the safety layer against the measured pose; track the result
+        (``action_delay_s`` later, if set).
 
         Raises:
             UnsafeCommandError: Malformed command (NaN, inf, wrong shape); the arm holds.
@@ -110,15 +125,32 @@ class SimRobot:
         except UnsafeCommandError:
             self.hold()
             raise
-        self.world.set_target(executed.target_pose)
-        self.world.set_gripper_target(executed.gripper)
-        self.watchdog.feed(float(self.world.data.time))
+        now_s = float(self.world.data.time)
+        if self.action_delay_s > 0:
+            self._due = (now_s + self.action_delay_s, executed)
+        else:
+            self._apply(executed)
+        self.watchdog.feed(now_s)
         return executed, report
 
     def hold(self) -> None:
-        """Target = current measured pose (gripper target unchanged)."""
+        """Target = current measured pose (gripper target unchanged); a delayed command not yet
+        applied is dropped."""
+        self._due = None
         self.world.set_target(self.world.tcp_pose())
         self.watchdog.reset()
+
+    def _apply(self, executed: ArmCommand) -> None:
+        self.world.set_target(executed.target_pose)
+        self.world.set_gripper_target(executed.gripper)
+
+    def _apply_due(self) -> None:
+        # A physics-step hook (with action_delay_s): the delayed command lands on time. Half a
+        # physics step of slack: sim time is a float sum of steps.
+        due = self._due
+        if due is not None and float(self.world.data.time) >= due[0] - 0.5 * self.world.dt_s:
+            self._due = None
+            self._apply(due[1])
 
     def _check_watchdog(self) -> None:
         # Called at every physics step (cheap unless expired).

@@ -216,6 +216,23 @@ def test_peg_insert_learner_env_holds_the_gripper_closed_and_the_expert_still_in
     }
     assert same_data_settings(legacy, LearnerEnvConfig(task="pick_cube"))
     assert not same_data_settings(legacy, LearnerEnvConfig(task="pick_cube", action_scale_m=0.01))
+    # The action delay is the twin's latency, not a property of the data: demos recorded
+    # without it train a delayed run.
+    assert same_data_settings(legacy, LearnerEnvConfig(task="pick_cube", action_delay_ms=60))
+
+
+def test_the_action_delay_reaches_the_twins_arm():
+    from robot_rl.app.build import make_env_from_setup
+    from robot_rl.app.collect import LearnerEnvConfig
+
+    env, b = make_env_from_setup(LearnerEnvConfig(task="reach", action_delay_ms=60).env_setup())
+    try:
+        assert b.robot.action_delay_s == pytest.approx(0.06)
+    finally:
+        env.close()
+        b.close()
+    with pytest.raises(ValueError, match="action_delay_ms must be >= 0"):
+        LearnerEnvConfig(action_delay_ms=-1)
 
 
 def _stack(env):

@@ -412,10 +412,9 @@ class ArmBridgeNode(LifecycleNode):
     def _execute_now(self) -> None:
         """A target was accepted (under the lock): execute it at once, as the policy sent it,
         unless the bridge's minimum interval since the last one has not passed (then a later
-        control tick does)."""
+        control tick does; a backend error holds it, and the control tick recovers)."""
         assert self.bridge is not None
-        if not self.bridge.recovery_due:
-            self.bridge.tick(self.now_s(), recover=False)
+        self.bridge.tick(self.now_s(), recover=False)
 
     def _control_tick(self) -> None:
         with self.lock:

@@ -83,7 +83,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.actor.stats import ActorStats, fold_age, record_tick
+from robot_rl.actor.stats import ActorStats, RunningAge, record_tick
 from robot_rl.core import keys
 from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
@@ -266,8 +266,8 @@ class Actor:
         self.traps = traps
         self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
-        self._ages = 0  # steps with an observation age (ActorStats.mean_obs_age_s)
-        self._action_ages = 0  # ... with an action age (ActorStats.mean_action_age_s)
+        self._obs_age = RunningAge()  # ActorStats.mean/max_obs_age_s
+        self._action_age = RunningAge()  # ActorStats.mean/max_action_age_s
         self.log = self._open_log(dict(log_meta or {}))
         online = [e for e in self.log.episodes if e.source == SOURCE_ONLINE]
         self.stats.env_steps = int(sum(e.length for e in online))
@@ -424,10 +424,10 @@ class Actor:
         st.env_steps += 1
         self._ep_len += 1
         self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
-        self._ages = fold_age(st, "obs", info.get(keys.INFO_OBS_AGE), self._ages)
-        self._action_ages = fold_age(
-            st, "action", info.get(keys.INFO_ACTION_AGE), self._action_ages
-        )
+        self._obs_age.add(info.get(keys.INFO_OBS_AGE))
+        self._action_age.add(info.get(keys.INFO_ACTION_AGE))
+        st.mean_obs_age_s, st.max_obs_age_s = self._obs_age.mean_s, self._obs_age.max_s
+        st.mean_action_age_s, st.max_action_age_s = self._action_age.mean_s, self._action_age.max_s
         done = bool(terminated or truncated)
         end_s = end_cpu_s = 0.0
         if done:  # no action waits for the episode's end (a reset comes next): not tick work

@@ -56,15 +56,20 @@ class ActorStats:
     last_returns: list[float] = field(default_factory=list)
 
 
-def fold_age(st: ActorStats, kind: str, age: float | None, n: int) -> int:
-    """Fold ``age`` into ``st.mean_<kind>_age_s`` / ``st.max_<kind>_age_s`` (the ``n`` ages so
-    far; None or NaN is skipped); returns the new count."""
-    if age is None or not np.isfinite(age):
-        return n
-    mean, top = f"mean_{kind}_age_s", f"max_{kind}_age_s"
-    setattr(st, mean, getattr(st, mean) + (float(age) - getattr(st, mean)) / (n + 1))
-    setattr(st, top, max(getattr(st, top), float(age)))
-    return n + 1
+@dataclass
+class RunningAge:
+    """Mean and maximum of the ages seen so far, in seconds (None and NaN are skipped)."""
+
+    count: int = 0
+    mean_s: float = 0.0
+    max_s: float = 0.0
+
+    def add(self, age_s: float | None) -> None:
+        if age_s is None or not np.isfinite(age_s):
+            return
+        self.count += 1
+        self.mean_s += (float(age_s) - self.mean_s) / self.count
+        self.max_s = max(self.max_s, float(age_s))
 
 
 def record_tick(

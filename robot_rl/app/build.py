@@ -124,6 +124,9 @@ class EnvSetup:
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomisation of the twin at every reset (object pose on; friction, light,
     colours and camera pose off by default)."""
+    action_delay_ms: float = 0.0
+    """Each action takes effect this long after it was sent (below one control period; the
+    previous target holds meanwhile), a real arm's latency on the direct twin. 0: at once."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -173,6 +176,7 @@ def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[Env
         image_height=setup.image_size,
         image_width=setup.image_size,
         randomization=setup.randomization,
+        action_delay_s=setup.action_delay_ms / 1000.0,
     )
     return env_cfg, sim_cfg
 

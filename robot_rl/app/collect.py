@@ -13,6 +13,7 @@ evaluation seeds). With ``--only-success`` (default) failed attempts are not wri
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -56,8 +57,15 @@ class LearnerEnvConfig:
     """shaped: the twin task's dense cost (privileged: it reads sim state, e.g. the
     gripper-cube distance; a real robot has no such reward); sparse: 1 on a success step, else
     0 (the task's success test, what a classifier or a person's button gives on a robot)."""
+    action_delay_ms: float = 0.0
+    """Direct twin: each action takes effect this long after it was sent (below one control
+    period; the previous target holds meanwhile), the latency a real arm acts with (over ROS 2
+    on this machine: 70-140 ms from observation to command). 0: at once. Over ROS 2 (--setup)
+    the latency is the real one: leave it 0."""
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
+            raise ValueError(f"action_delay_ms must be >= 0 ms, got {self.action_delay_ms}")
         if self.obs == "pixels" and not self.cameras:
             raise ValueError("--obs pixels needs at least one camera in --cameras")
         if self.image_size < 16:
@@ -88,6 +96,7 @@ class LearnerEnvConfig:
             max_episode_steps=self.max_episode_steps,
             control_rotation=self.control_rotation,
             action_scale_m=self.action_scale_m,
+            action_delay_ms=self.action_delay_ms,
             wrappers=WrapperConfig(
                 flatten_state=True,
                 object_state=tuple(objects),
@@ -100,10 +109,14 @@ class LearnerEnvConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def data_settings(self) -> dict:
-        """The settings that shape stored data (all but the episode length), with the task
-        defaults resolved: the held gripper command (None: the policy's) and the action
-        scale, so that "task" and the task's own value compare equal."""
-        out = {k: v for k, v in self.to_json().items() if k != "max_episode_steps"}
+        """The settings that shape stored data (all but the episode length and the action
+        delay), with the task defaults resolved: the held gripper command (None: the policy's)
+        and the action scale, so that "task" and the task's own value compare equal."""
+        out = {
+            k: v
+            for k, v in self.to_json().items()
+            if k not in ("max_episode_steps", "action_delay_ms")
+        }
         out["gripper"] = self.fixed_gripper() if self.task in TASKS else self.gripper
         out["action_scale_m"] = self.action_scale_m or (
             TASKS[self.task].action_scale_m if self.task in TASKS else None

@@ -69,6 +69,9 @@ class EvalCmdConfig:
     the robot's nodes on a 2-core PC, two threads of the pixel backbone waited for each other
     and for the nodes, and the observation an action answered was twice as old (146 ms against
     71 ms over ROS 2, the final pick_cube policy of a rehearsal)."""
+    action_delay_ms: float | None = None
+    """Direct twin: each action takes effect this long after it was sent (None: the run's own
+    --action-delay-ms). What a latency costs a policy: evaluate it at 0 and at the robot's."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -86,6 +89,11 @@ class EvalCmdConfig:
                 "--video renders the direct twin's cameras; with --setup there is none: drop "
                 "--video (record's --video-dir writes a setup camera's episodes)"
             )
+        if self.action_delay_ms is not None and self.setup is not None:
+            raise ValueError(
+                "--action-delay-ms delays the direct twin's actions; over ROS 2 (--setup) the "
+                "latency is the real one: drop --action-delay-ms"
+            )
         if self.reward is not None and self.setup is None:
             raise ValueError(
                 "--reward needs --setup: the direct twin judges success itself; pass --setup "
@@ -93,13 +101,10 @@ class EvalCmdConfig:
             )
 
 
-def run_eval(cfg: EvalCmdConfig, twin_hook: Any = None) -> dict:
+def run_eval(cfg: EvalCmdConfig) -> dict:
     """Evaluate ``cfg.run``'s latest complete checkpoint (a damaged one is skipped with a
     warning; ``checkpoints_skipped`` in the result says which), or its best one with
     ``checkpoint="best"``; return the JSON-able result.
-
-    ``twin_hook(env, backend)``, on the direct twin only, is called once the env is built
-    (e.g. ``bench/action_latency.py`` makes the twin apply each action late).
 
     Raises:
         FileNotFoundError: not a run directory, or no checkpoint yet.
@@ -125,10 +130,11 @@ def run_eval(cfg: EvalCmdConfig, twin_hook: Any = None) -> dict:
         raise FileNotFoundError(f"{cfg.run} has no checkpoint yet (checkpoints/latest.json)")
     if cfg.setup is not None:
         return _eval_on_setup(cfg, cmd, sac)
-    env, backend = make_env_from_setup(cmd.env.env_setup())
+    env_cfg = cmd.env
+    if cfg.action_delay_ms is not None:
+        env_cfg = dataclasses.replace(env_cfg, action_delay_ms=cfg.action_delay_ms)
+    env, backend = make_env_from_setup(env_cfg.env_setup())
     try:
-        if twin_hook is not None:
-            twin_hook(env, backend)
         adapter = ObsAdapter(env.observation_space)
         agent = agent_factory(sac, cmd.seed, cmd.device)(adapter.layout, env.action_space.shape[0])
         restored = _restore(cfg, agent)

@@ -248,6 +248,11 @@ class TrainCmdConfig(RewardFlags, SimHumanFlags):
             raise ValueError("--human teleop reads a person's device over ROS 2: add --setup")
         if self.setup is None and self.launch:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
+        if self.setup is not None and self.env.action_delay_ms:
+            raise ValueError(
+                "--action-delay-ms delays the direct twin's actions; over ROS 2 (--setup) the "
+                "latency is the real one: drop --action-delay-ms"
+            )
         self.check_reward_flags()
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(

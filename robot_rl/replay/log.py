@@ -490,12 +490,13 @@ class EpisodeLog(EpisodeLogReader):
         actor's outbox reads each step back just after its flush to send it, and reading it
         from zarr (files, decompression) kept a real-time actor waiting."""
         recent = {}
-        for name, lo, _hi, data in jobs:
+        for name, lo, hi, data in jobs:
             old = self._recent.get(name)
-            if old is not None and old[0] + len(old[1]) == lo:  # contiguous: extend
-                lo, data = old[0], np.concatenate([old[1], data])
-            keep = data[-RECENT_ROWS:]
-            recent[name] = (lo + len(data) - len(keep), keep)
+            short = RECENT_ROWS - len(data)
+            if short > 0 and old is not None and old[0] + len(old[1]) == lo:  # contiguous
+                tail = old[1][-short:]  # only the old rows still kept: no whole-window copy
+                data = np.concatenate([tail, data])
+            recent[name] = (hi - min(len(data), RECENT_ROWS), data[-RECENT_ROWS:])
         self._recent = recent  # replaced whole: a reader holds one consistent dict
 
     def close(self) -> None:

@@ -104,6 +104,7 @@ def test_eval_of_a_missing_run_is_a_clear_error(tmp_path, capsys):
     [
         (["--setup", "s.yaml", "--video", "v.mp4"], "--video renders the direct twin's cameras"),
         (["--reward", "rm"], "--reward needs --setup"),
+        (["--setup", "s.yaml", "--action-delay-ms", "50"], "the latency is the real one"),
     ],
 )
 def test_eval_on_a_setup_refuses_what_it_cannot_do(tmp_path, capsys, extra, message):
@@ -112,3 +113,13 @@ def test_eval_on_a_setup_refuses_what_it_cannot_do(tmp_path, capsys, extra, mess
     assert e.value.code == 2
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())  # tyro wraps it in a box
     assert message in err
+
+
+def test_train_over_ros_refuses_a_simulated_action_delay(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(
+            ["train", "--run", str(tmp_path / "r"), "--setup", "s.yaml", "--action-delay-ms", "50"]
+        )
+    assert e.value.code == 2
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert "the latency is the real one" in err

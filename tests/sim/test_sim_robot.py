@@ -93,6 +93,46 @@ def test_command_moves_arm_by_executed_step(backend):
     assert np.linalg.norm(backend.robot.read_state().tcp_pose[:3] - target[:3]) < 0.003
 
 
+def test_a_delayed_command_lands_after_its_delay_and_the_arm_moves_on_meanwhile():
+    """With action_delay_s, the previous target holds for the delay, then the new one; the
+    delayed arm is behind an undelayed one after the same period (a real arm's latency)."""
+    delay = 0.05
+    late = _backend(sim_cfg=SimConfig(cameras=(), action_delay_s=delay))
+    now = _backend()
+    try:
+        for b in (late, now):
+            b.robot.connect()
+            _reset(b)
+        target = START.copy()
+        target[0] += 0.03
+        for b in (late, now):
+            b.robot.send_command(ArmCommand(target, 0.0))
+        steps = round(delay / late.world.dt_s)
+        late.world.step(steps)  # the delay: the previous target acts all through it
+        np.testing.assert_allclose(late.world.controller.target_pos, START[:3], atol=1e-3)
+        late.world.step(1)  # the first step at the delay's end tracks the new target
+        np.testing.assert_allclose(late.world.controller.target_pos, target[:3])
+        late.world.step(late.clock.n_substeps - steps - 1)  # the rest of the period
+        now.clock.tick()
+        moved = [b.robot.read_state().tcp_pose[0] - START[0] for b in (late, now)]
+        assert 0 < moved[0] < 0.8 * moved[1]
+        # A hold drops a command that has not landed yet.
+        late.robot.send_command(ArmCommand(START, 0.0))
+        late.robot.hold()
+        late.clock.tick()
+        assert late.world.controller.target_pos[0] > START[0] + 0.003  # held, START never landed
+    finally:
+        late.close()
+        now.close()
+
+
+def test_an_action_delay_of_a_period_or_more_is_refused():
+    with pytest.raises(ValueError, match="shorter than the control period"):
+        _backend(sim_cfg=SimConfig(cameras=(), action_delay_s=0.1))  # 10 Hz: 100 ms
+    with pytest.raises(ValueError, match=">= 0"):
+        SimConfig(action_delay_s=-0.01)
+
+
 def test_watchdog_holds_when_commands_stop():
     b = _backend(safety=SafetyConfig(watchdog_timeout_s=0.05, max_step_m=0.05))
     b.robot.connect()
