@@ -83,7 +83,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.actor.stats import ActorStats, RunningAge, record_tick
+from robot_rl.actor.stats import ActorStats, RunningStat, record_tick
 from robot_rl.core import keys
 from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
@@ -266,8 +266,9 @@ class Actor:
         self.traps = traps
         self.random_rng = np.random.default_rng((cfg.seed, 2))  # STYLE.md #11: its own stream
         self.stats = ActorStats()
-        self._obs_age = RunningAge()  # ActorStats.mean/max_obs_age_s
-        self._action_age = RunningAge()  # ActorStats.mean/max_action_age_s
+        self._obs_age = RunningStat()  # ActorStats.mean/max_obs_age_s
+        self._action_age = RunningStat()  # ActorStats.mean/max_action_age_s
+        self._act = RunningStat()  # ActorStats.mean_act_s
         self.log = self._open_log(dict(log_meta or {}))
         online = [e for e in self.log.episodes if e.source == SOURCE_ONLINE]
         self.stats.env_steps = int(sum(e.length for e in online))
@@ -398,6 +399,7 @@ class Actor:
             a = np.asarray(self.policy.act(o), dtype=np.float32)
         version = self.policy.version
         t_env, c_env = time.monotonic(), time.thread_time()
+        act_s = t_env - t0
         if self.log.flush_due():  # written in a worker while the env waits (module doc)
             self.log.flush_in_background()
         try:
@@ -426,8 +428,10 @@ class Actor:
         self._ep_success = self._ep_success or bool(info.get(keys.INFO_SUCCESS, False))
         self._obs_age.add(info.get(keys.INFO_OBS_AGE))
         self._action_age.add(info.get(keys.INFO_ACTION_AGE))
-        st.mean_obs_age_s, st.max_obs_age_s = self._obs_age.mean_s, self._obs_age.max_s
-        st.mean_action_age_s, st.max_action_age_s = self._action_age.mean_s, self._action_age.max_s
+        st.mean_obs_age_s, st.max_obs_age_s = self._obs_age.mean, self._obs_age.max
+        st.mean_action_age_s, st.max_action_age_s = self._action_age.mean, self._action_age.max
+        self._act.add(act_s)
+        st.mean_act_s = self._act.mean
         done = bool(terminated or truncated)
         end_s = end_cpu_s = 0.0
         if done:  # no action waits for the episode's end (a reset comes next): not tick work

@@ -37,6 +37,12 @@ class ActorStats:
     observation's age plus the actor's work on it: reward, policy, log); over a real arm this
     is the latency the policy acts with."""
     max_action_age_s: float = 0.0
+    mean_act_s: float = 0.0
+    """Mean wall time from the observation's arrival at the actor to its action (the policy's
+    features and head), seconds: the actor's own part of the action age."""
+    mean_tick_work_s: float = 0.0
+    """Mean wall time of a step's actor work outside ``env.step`` (acting, logging, pushing),
+    seconds; ``max_tick_work_s`` is its maximum."""
     late_ticks: int = 0
     interventions: int = 0
     intervened_steps: int = 0
@@ -57,19 +63,19 @@ class ActorStats:
 
 
 @dataclass
-class RunningAge:
-    """Mean and maximum of the ages seen so far, in seconds (None and NaN are skipped)."""
+class RunningStat:
+    """Mean and maximum of the values seen so far (None and NaN are skipped)."""
 
     count: int = 0
-    mean_s: float = 0.0
-    max_s: float = 0.0
+    mean: float = 0.0
+    max: float = 0.0
 
-    def add(self, age_s: float | None) -> None:
-        if age_s is None or not np.isfinite(age_s):
+    def add(self, value: float | None) -> None:
+        if value is None or not np.isfinite(value):
             return
         self.count += 1
-        self.mean_s += (float(age_s) - self.mean_s) / self.count
-        self.max_s = max(self.max_s, float(age_s))
+        self.mean += (float(value) - self.mean) / self.count
+        self.max = max(self.max, float(value))
 
 
 def record_tick(
@@ -83,6 +89,7 @@ def record_tick(
     ``push_s`` pushing); over ``budget_s`` it is
     an overrun, logged at warning level."""
     st.ticks += 1
+    st.mean_tick_work_s += (work_s - st.mean_tick_work_s) / st.ticks
     st.max_tick_work_s = max(st.max_tick_work_s, work_s)
     if budget_s is not None and work_s > budget_s:
         st.tick_overruns += 1

@@ -244,6 +244,8 @@ def write_report(
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
         actor_mean_action_age_s=actor.get("mean_action_age_s"),
         actor_max_action_age_s=actor.get("max_action_age_s"),
+        actor_mean_act_s=actor.get("mean_act_s"),
+        actor_mean_tick_work_s=actor.get("mean_tick_work_s"),
         learner_updates=learner.get("updates"),
         learner_updates_per_s=(learner["updates"] / wall_s)
         if learner.get("updates") and wall_s
@@ -358,7 +360,9 @@ def summary(report: dict[str, Any]) -> str:
         f"{_fmt(f['actor_mean_obs_age_s'], '.3f')} s, max {_fmt(f['actor_max_obs_age_s'], '.3f')}"
         f" s; when its action was sent (the latency the policy acts with) mean "
         f"{_fmt(f.get('actor_mean_action_age_s'), '.3f')} s, max "
-        f"{_fmt(f.get('actor_max_action_age_s'), '.3f')} s (final evaluation over ROS 2: mean "
+        f"{_fmt(f.get('actor_max_action_age_s'), '.3f')} s, of it the policy "
+        f"{_fmt(f.get('actor_mean_act_s'), '.3f')} s (actor work per step "
+        f"{_fmt(f.get('actor_mean_tick_work_s'), '.3f')} s; final evaluation over ROS 2: mean "
         f"{_fmt(f.get('final_eval_ros_mean_action_age_s'), '.3f')} s); "
         f"learner {f['learner_updates']} updates, "
         f"{_fmt(f['learner_updates_per_s'])} updates/s.",

@@ -73,6 +73,9 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert 0.0 < f["actor_mean_obs_age_s"] <= f["actor_max_obs_age_s"]  # real time: never 0
     # the action left after the observation was assembled: older by the actor's work on it
     assert f["actor_mean_obs_age_s"] < f["actor_mean_action_age_s"] <= f["actor_max_action_age_s"]
+    # of which the policy's part; the actor's work per step includes it
+    assert 0.0 < f["actor_mean_act_s"] < f["actor_mean_action_age_s"]
+    assert f["actor_mean_act_s"] <= f["actor_mean_tick_work_s"]
     assert f["final_eval_ros_mean_action_age_s"] > 0.0
     assert f["final_eval_episodes"] == 10 and 0.0 <= f["final_eval_success"] <= 1.0
     # The final evaluation over ROS 2 on the same real-time twin, its episodes ended by the

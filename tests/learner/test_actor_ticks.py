@@ -93,8 +93,11 @@ def test_the_action_age_counts_the_policys_time(tmp_path) -> None:
 
     st = _actor_stats(tmp_path, _wait, Aged)
     assert st.mean_action_age_s >= EXTRA_S and st.max_action_age_s >= st.mean_action_age_s
+    # The slow policy is the actor's acting time (mean_act_s), within its work per step.
+    assert EXTRA_S <= st.mean_act_s <= st.mean_tick_work_s <= st.max_tick_work_s
     st = _actor_stats(tmp_path / "b", lambda: None, Aged)
     assert st.mean_action_age_s < EXTRA_S  # a PointEnv tick with a small net: a few ms
+    assert st.mean_act_s < EXTRA_S
 
 
 def test_the_actor_never_waits_for_its_logs_flush(tmp_path, monkeypatch) -> None:
