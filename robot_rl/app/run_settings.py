@@ -74,6 +74,8 @@ class ActorEnvFlags:
     """TCP translation per step for an action of 1.0, metres."""
     task_reward: Annotated[DisallowNone[Literal["shaped", "sparse"] | None], _FROM_LEARNER] = None
     """shaped: the twin task's dense cost (privileged); sparse: 1 on success, else 0."""
+    action_delay_ms: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
+    """Direct twin: each action takes effect this long after it was sent, ms."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -113,15 +115,18 @@ def parse_run_settings(text: str, source: str) -> LearnerEnvConfig:
 
 def resolved(env: LearnerEnvConfig) -> dict[str, Any]:
     """Every setting of ``env`` with the task's defaults resolved (what the env is built with):
-    the held gripper command (None: the policy's), the action scale, the episode limit."""
+    the held gripper command (None: the policy's), the action scale, the episode limit, the
+    action delay."""
     out = env.data_settings()
     info = TASKS.get(env.task)
     out["max_episode_steps"] = env.max_episode_steps or (info and info.max_episode_steps)
+    out["action_delay_ms"] = env.action_delay_ms
     return out
 
 
 def describe(env: LearnerEnvConfig) -> str:
-    """One line of ``env``'s settings (cameras and image size only for pixels)."""
+    """One line of ``env``'s settings (cameras and image size only for pixels, the action delay
+    only when there is one)."""
     r = resolved(env)
     parts = [f"task={env.task}", f"obs={env.obs}"]
     if env.obs == "pixels":
@@ -133,6 +138,8 @@ def describe(env: LearnerEnvConfig) -> str:
         f"max_episode_steps={r['max_episode_steps']}",
         f"task_reward={env.task_reward}",
     ]
+    if env.action_delay_ms:
+        parts.append(f"action_delay_ms={env.action_delay_ms:g}")
     return " ".join(parts)
 
 

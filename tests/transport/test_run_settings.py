@@ -70,6 +70,14 @@ def test_actor_flags_are_the_learner_env_settings():
         ActorEnvFlags(image_size=8)  # the learner's own checks
 
 
+def test_an_actor_cannot_act_with_another_latency_than_the_learners():
+    assert resolve_env(ActorEnvFlags(action_delay_ms=0.0), REACH) == REACH
+    with pytest.raises(SettingsConflictError, match="action_delay_ms|action-delay-ms"):
+        resolve_env(ActorEnvFlags(action_delay_ms=50.0), REACH)
+    late = dataclasses.replace(REACH, action_delay_ms=50.0)
+    assert resolve_env(ActorEnvFlags(action_delay_ms=50.0), late) == late
+
+
 def test_settings_left_off_are_the_learners_and_given_ones_must_equal_them():
     assert resolve_env(ActorEnvFlags(), REACH) == REACH
     # consistent, also once the task's defaults are resolved (reach lets the policy grip)
