@@ -62,6 +62,13 @@ class FrankaConfig:
         move_timeout_s: ``move_to`` / ``move_done`` give up this long after the move started, s.
         connect_timeout_s: Wait this long for the control loop's first state, s.
         gripper: Gripper settings, or ``None`` for an arm without a Franka Hand.
+        realtime_priority: SCHED_FIFO priority (1-99) of the 1 kHz control process, as
+            libfranka's ``RealtimeConfig.kEnforce`` gives its control thread; ``None``: normal
+            scheduling. The FCI drops a command that misses its 1 ms cycle and stops the
+            motion after 20 in a row (``communication_constraints_violation``); at normal
+            priority any busy process on the machine can cause that. Refused by the OS (no
+            ``rtprio`` limit, no CAP_SYS_NICE), the loop runs at normal priority and
+            :meth:`FrankaBackend.connect` logs a warning that says how to allow it.
     """
 
     robot_ip: str = "127.0.0.1"
@@ -75,8 +82,14 @@ class FrankaConfig:
     move_timeout_s: float = 20.0
     connect_timeout_s: float = 10.0
     gripper: GripperConfig | None = field(default_factory=GripperConfig)
+    realtime_priority: int | None = 80
 
     def __post_init__(self) -> None:
+        if self.realtime_priority is not None and not 1 <= self.realtime_priority <= 99:
+            raise ValueError(
+                f"realtime_priority must be a SCHED_FIFO priority in 1..99 (or None), got "
+                f"{self.realtime_priority}"
+            )
         if not self.robot_ip:
             raise ValueError("robot_ip is empty; give the FCI address of the robot")
         if self.move_tolerance_m <= 0 or self.move_tolerance_rad <= 0:
@@ -118,6 +131,8 @@ class FrankaBackend:
         self._changed = threading.Condition(self._lock)
         self.ee_frame_check: tuple[float, float] | None = None
         """(metres, radians) between ``fk_tcp(q)`` and the robot's ``O_T_EE`` at connect."""
+        self.realtime_refused: str | None = None
+        """After connect: None if the control loop runs under SCHED_FIFO, else why not."""
 
     # -- ArmBackend -----------------------------------------------------------------------
 
@@ -140,7 +155,7 @@ class FrankaBackend:
             raise FrankaError(
                 f"the FCI control process did not answer in {cfg.connect_timeout_s} s"
             )
-        kind, payload = self._recv_or_none() or ("failed", "control process died")
+        kind, payload, *realtime = self._recv_or_none() or ("failed", "control process died")
         if kind != "connected":
             self.disconnect()
             raise FrankaError(
@@ -148,6 +163,16 @@ class FrankaBackend:
                 "(or franka-sim) running, FCI activated and the brakes open?"
             )
         self.ee_frame_check = tuple(payload)
+        self.realtime_refused = realtime[0] if realtime else "unknown"
+        if self.realtime_refused is not None and cfg.realtime_priority is not None:
+            log.warning(
+                "the Franka control loop runs at normal priority (%s): under CPU load it may miss"
+                " the FCI's 1 ms cycles (communication_constraints_violation). Allow realtime"
+                " scheduling (libfranka's docs: an rtprio limit of 99 for the user in"
+                " /etc/security/limits.conf, or CAP_SYS_NICE), or set"
+                " FrankaConfig.realtime_priority=None to not ask.",
+                self.realtime_refused,
+            )
         self._check_ee_frame()
         with self._lock:
             self._alive = True
@@ -303,6 +328,14 @@ class FrankaBackend:
         """Successful error recoveries since connect."""
         with self._lock:
             return self._recoveries
+
+    @property
+    def command_success_rate(self) -> float:
+        """The robot's ``control_command_success_rate``: the share of our last 100 torque
+        commands that arrived within their 1 ms cycle (0 while no torque control runs)."""
+        if self._shared is None:
+            return 0.0
+        return float(loop.read_shared(self._shared)[loop.IDX_SUCCESS_RATE])
 
     @property
     def reflexes(self) -> int:

@@ -18,6 +18,8 @@ Frames: everything in the robot base frame; poses ``[x, y, z, qw, qx, qy, qz]``.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +138,56 @@ class ReferenceLimits:
             raise ValueError(f"every reference limit must be positive, got {self}")
 
 
+def rotation_error(q_target: np.ndarray, q_current: np.ndarray) -> np.ndarray:
+    """(3,) rotation vector ``e`` with ``q_target = exp(e) * q_current``: the value of
+    :func:`robot_rl.core.frames.quat_error`, in plain float arithmetic (the 1 kHz loop calls it
+    twice per cycle, where a numpy call per quaternion component costs more than the maths)."""
+    aw, ax, ay, az = q_target.tolist()
+    bw, bx, by, bz = q_current.tolist()
+    bx, by, bz = -bx, -by, -bz  # conjugate
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    if not n > 1e-12:
+        raise ValueError(f"quaternions {q_target}, {q_current} are zero or not finite")
+    if w < 0 or (w == 0 and next(c for c in (x, y, z) if c != 0) < 0):
+        w, x, y, z = -w, -x, -y, -z  # the shorter way round (frames.quat_normalize)
+    w, x, y, z = w / n, x / n, y / n, z / n
+    s = math.sqrt(x * x + y * y + z * z)
+    if s < 1e-9:
+        return np.array([2.0 * x, 2.0 * y, 2.0 * z])
+    k = 2.0 * math.atan2(s, w) / s
+    return np.array([x * k, y * k, z * k])
+
+
+def rotate(q: np.ndarray, rotvec: np.ndarray) -> np.ndarray:
+    """(4,) unit quaternion ``exp(rotvec) * q`` (``w >= 0``): the value of
+    ``frames.quat_normalize(frames.quat_mul(frames.quat_from_rotvec(rotvec), q))`` in plain
+    float arithmetic (see :func:`rotation_error`)."""
+    vx, vy, vz = rotvec.tolist()
+    angle = math.sqrt(vx * vx + vy * vy + vz * vz)
+    if angle < 1e-9:
+        aw, ax, ay, az = 1.0, 0.5 * vx, 0.5 * vy, 0.5 * vz
+        n = math.sqrt(1.0 + ax * ax + ay * ay + az * az)
+        aw, ax, ay, az = aw / n, ax / n, ay / n, az / n
+    else:
+        k = math.sin(0.5 * angle) / angle
+        aw, ax, ay, az = math.cos(0.5 * angle), vx * k, vy * k, vz * k
+    bw, bx, by, bz = q.tolist()
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    if not n > 1e-12:
+        raise ValueError(f"quaternion {q} is zero or not finite")
+    if w < 0 or (w == 0 and next(c for c in (x, y, z) if c != 0) < 0):
+        n = -n
+    return np.array([w / n, x / n, y / n, z / n])
+
+
 def rate_limited_velocity(
     error: np.ndarray,
     velocity: np.ndarray,
@@ -150,14 +202,14 @@ def rate_limited_velocity(
     can still brake to the goal at ``max_accel``, and ``|error| / time_constant_s``; the
     velocity moves towards it by at most ``max_accel * dt_s``.
     """
-    dist = float(np.linalg.norm(error))
+    dist = math.sqrt(float(error @ error))  # not np.linalg.norm: this runs every 1 ms
     if dist < 1e-12:
         desired = np.zeros_like(error)
     else:
-        speed = min(max_speed, np.sqrt(2.0 * max_accel * dist), dist / time_constant_s)
-        desired = error / dist * speed
+        speed = min(max_speed, math.sqrt(2.0 * max_accel * dist), dist / time_constant_s)
+        desired = error * (speed / dist)
     dv = desired - velocity
-    dv_norm = float(np.linalg.norm(dv))
+    dv_norm = math.sqrt(float(dv @ dv))
     if dv_norm > max_accel * dt_s:
         dv *= max_accel * dt_s / dv_norm
     return velocity + dv
@@ -188,16 +240,19 @@ class ReferenceTracker:
             lim.time_constant_s,
         )
         w = rate_limited_velocity(
-            frames.quat_error(goal[3:7], self.pose[3:7]),
+            rotation_error(goal[3:7], self.pose[3:7]),
             self.twist[3:],
             dt_s,
             lim.max_rot_speed_rad_s,
             lim.max_rot_accel_rad_s2,
             lim.time_constant_s,
         )
-        q = frames.quat_mul(frames.quat_from_rotvec(w * dt_s), self.pose[3:7])
-        self.pose = np.concatenate([self.pose[:3] + v * dt_s, frames.quat_normalize(q)])
-        self.twist = np.concatenate([v, w])
+        pose = np.empty(7)
+        pose[:3] = self.pose[:3] + v * dt_s
+        pose[3:] = rotate(self.pose[3:7], w * dt_s)
+        twist = np.empty(6)
+        twist[:3], twist[3:] = v, w
+        self.pose, self.twist = pose, twist
         return self.pose
 
     def distance_to(self, goal: np.ndarray) -> tuple[float, float]:
@@ -229,23 +284,49 @@ class JointReferenceTracker:
         return self.q
 
 
+_DH = np.asarray(kin.FR3_DH)  # (7, 3): a, d, alpha per joint
+_COS_ALPHA, _SIN_ALPHA = np.cos(_DH[:, 2]), np.sin(_DH[:, 2])
+_LINKS_AT_ZERO = np.zeros((7, 4, 4))
+"""The joint-independent entries of the 7 modified-DH link transforms
+(:func:`robot_rl.core.kinematics.dh_link_transform`); :func:`tcp_jacobian` fills the rest."""
+_LINKS_AT_ZERO[:, 0, 3] = _DH[:, 0]
+_LINKS_AT_ZERO[:, 1, 2] = -_SIN_ALPHA
+_LINKS_AT_ZERO[:, 1, 3] = -_SIN_ALPHA * _DH[:, 1]
+_LINKS_AT_ZERO[:, 2, 2] = _COS_ALPHA
+_LINKS_AT_ZERO[:, 2, 3] = _COS_ALPHA * _DH[:, 1]
+_LINKS_AT_ZERO[:, 3, 3] = 1.0
+
+
 def tcp_jacobian(q_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(T_base_tcp (4, 4), J (6, 7))``: geometric Jacobian of the TCP in the base frame.
 
     Rows 0-2 map joint velocities (rad/s) to the TCP's linear velocity (m/s), rows 3-5 to its
     angular velocity (rad/s). In the modified DH convention joint ``i`` turns about the z axis
-    of joint frame ``i``.
+    of joint frame ``i``. The same kinematics as :func:`robot_rl.core.kinematics.fk_matrices`,
+    built with few numpy calls: it runs in every 1 ms cycle of the control loop.
     """
-    joint_frames = kin.fk_matrices(q_rad)
-    T_tcp = joint_frames[-1] @ _T_7_TCP
-    origins = np.array([T[:3, 3] for T in joint_frames])  # (7, 3)
-    axes = np.array([T[:3, 2] for T in joint_frames])  # (7, 3)
-    r = T_tcp[:3, 3] - origins  # (7, 3)
+    q = np.asarray(q_rad, dtype=np.float64)
+    if q.shape != (7,):
+        raise ValueError(f"joint positions must have shape (7,), got {q.shape}")
+    cq, sq = np.cos(q), np.sin(q)
+    links = _LINKS_AT_ZERO.copy()
+    links[:, 0, 0], links[:, 0, 1] = cq, -sq
+    links[:, 1, 0], links[:, 1, 1] = _COS_ALPHA * sq, _COS_ALPHA * cq
+    links[:, 2, 0], links[:, 2, 1] = _SIN_ALPHA * sq, _SIN_ALPHA * cq
+    T = links[0]
+    chain = [T]
+    for i in range(1, 7):  # 2-D dot on a list: the fewest numpy dispatches for a 4x4 chain
+        T = T.dot(links[i])
+        chain.append(T)
+    joint_frames = np.stack(chain)  # (7, 4, 4)
+    T_tcp = T.dot(_T_7_TCP)
+    ox, oy, oz = T_tcp[:3, 3, None] - joint_frames[:, :3, 3].T  # (3, 7): TCP minus joint origins
+    ax, ay, az = axes = joint_frames[:, :3, 2].T  # (3, 7): joint axes
     J = np.empty((6, 7))
-    J[0] = axes[:, 1] * r[:, 2] - axes[:, 2] * r[:, 1]
-    J[1] = axes[:, 2] * r[:, 0] - axes[:, 0] * r[:, 2]
-    J[2] = axes[:, 0] * r[:, 1] - axes[:, 1] * r[:, 0]
-    J[3:] = axes.T
+    J[0] = ay * oz - az * oy  # axis x (TCP - origin), written out: np.cross costs 50 us
+    J[1] = az * ox - ax * oz
+    J[2] = ax * oy - ay * ox
+    J[3:] = axes
     return T_tcp, J
 
 
@@ -253,8 +334,20 @@ def limit_barrier_torque(q_rad: np.ndarray, cfg: ImpedanceConfig) -> np.ndarray:
     """(7,) torque pushing joints out of the ``limit_margin_rad`` band at their limits, N m."""
     lo = JOINT_LOW + cfg.limit_margin_rad
     hi = JOINT_HIGH - cfg.limit_margin_rad
-    push = np.where(q_rad < lo, lo - q_rad, 0.0) + np.where(q_rad > hi, hi - q_rad, 0.0)
+    push = np.maximum(lo, np.minimum(q_rad, hi)) - q_rad  # (lo - q) below, (hi - q) above
     return cfg.limit_stiffness_nm_per_rad * push
+
+
+@functools.lru_cache(maxsize=8)
+def _cartesian_gains(cfg: ImpedanceConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(6,) stiffness, (6,) damping and (7,) posture of ``cfg``, built once per config."""
+    k = np.repeat([cfg.stiffness_trans_n_per_m, cfg.stiffness_rot_nm_per_rad], 3)
+    d = np.repeat([cfg.damping_trans_ns_per_m, cfg.damping_rot_nms_per_rad], 3)
+    return k, d, np.asarray(cfg.posture_rad, dtype=np.float64)
+
+
+_EYE6_DAMPING = 1e-4 * np.eye(6)
+_EYE7 = np.eye(7)
 
 
 def cartesian_impedance_torque(
@@ -263,23 +356,25 @@ def cartesian_impedance_torque(
     ref_pose: np.ndarray,
     ref_twist: np.ndarray,
     cfg: ImpedanceConfig,
+    tcp: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """(7,) joint torques (N m) of a Cartesian impedance holding the TCP at ``ref_pose``.
 
     ``tau = J^T (-K e - D (J dq - ref_twist)) + N (k_ns (q_posture - q) - d_ns dq) + barrier``,
     with ``e`` the TCP pose error (position, base-frame rotation vector) and ``N`` the
-    null-space projector ``I - J^T pinv(J)^T``.
+    null-space projector ``I - J^T pinv(J)^T``. ``tcp``: :func:`tcp_jacobian` of ``q_rad``
+    when the caller already has it (the control loop computes it once per cycle).
     """
-    T, J = tcp_jacobian(q_rad)
+    T, J = tcp_jacobian(q_rad) if tcp is None else tcp
+    k, d, posture = _cartesian_gains(cfg)
     quat = frames.mat_to_quat(T[:3, :3])
-    err = np.concatenate([T[:3, 3] - ref_pose[:3], frames.quat_error(quat, ref_pose[3:7])])
+    err = np.empty(6)
+    err[:3] = T[:3, 3] - ref_pose[:3]
+    err[3:] = rotation_error(quat, ref_pose[3:7])
     vel_err = J @ dq_rad_s - ref_twist
-    k = np.repeat([cfg.stiffness_trans_n_per_m, cfg.stiffness_rot_nm_per_rad], 3)
-    d = np.repeat([cfg.damping_trans_ns_per_m, cfg.damping_rot_nms_per_rad], 3)
     tau_task = J.T @ (-k * err - d * vel_err)
     # N = I - J^T pinv(J)^T with a damped pseudo-inverse: pinv(J) = J^T (J J^T + l^2 I)^-1.
-    null = np.eye(7) - J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(6), J)
-    posture = np.asarray(cfg.posture_rad)
+    null = _EYE7 - J.T @ np.linalg.solve(J @ J.T + _EYE6_DAMPING, J)
     tau_null = null @ (
         cfg.nullspace_stiffness_nm_per_rad * (posture - q_rad)
         - cfg.nullspace_damping_nms_per_rad * dq_rad_s
@@ -353,12 +448,14 @@ class TorqueRateLimiter:
             apart = both_low > both_high
             low = np.where(apart, applied - step, both_low)
             high = np.where(apart, applied + step, both_high)
-        tau = np.clip(np.clip(tau_nm, -limit, limit), low, high)
+        # np.minimum/np.maximum, not np.clip: the same values for low <= high, a fraction of
+        # the cost (this runs every 1 ms).
+        tau = np.minimum(np.maximum(np.minimum(np.maximum(tau_nm, -limit), limit), low), high)
         if self.commands < self.cfg.soft_start_cycles:
             if self.start is None:
                 self.start = (self.last if applied_nm is None else applied).copy()
             band = self.cfg.soft_start_band_nm
-            tau = np.clip(tau, self.start - band, self.start + band)
+            tau = np.minimum(np.maximum(tau, self.start - band), self.start + band)
         self.commands += 1
         self.last = tau
         return tau

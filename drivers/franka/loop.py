@@ -9,11 +9,14 @@ Protocol with the parent (:class:`drivers.franka.backend.FrankaBackend`):
 
 - state: the parent's shared ``multiprocessing.RawArray`` (``STATE_SIZE`` doubles, ``IDX_*``)
   is overwritten every cycle: stamp (``time.monotonic()``), q, dq, external wrench
-  ``O_F_ext_hat_K``, and a sequence number that makes it a seqlock (:func:`read_shared`);
+  ``O_F_ext_hat_K``, the robot's ``control_command_success_rate`` (the share of our last 100
+  commands that arrived in their cycle), and a sequence number that makes it a seqlock
+  (:func:`read_shared`);
 - commands (parent -> loop, over a ``Pipe``): ``("pose", (7,))`` Cartesian goal,
   ``("joints", (7,))`` joint goal, ``("hold",)``, ``("fault", nm)``, ``("recover",)``,
   ``("stop",)``; polled once per cycle without blocking. EOF (the parent died) stops the loop;
-- events (loop -> parent): ``("connected", (dpos_m, drot_rad))``, ``("failed", message)``,
+- events (loop -> parent): ``("connected", (dpos_m, drot_rad), realtime)`` (``realtime``: None
+  when the loop got the SCHED_FIFO priority asked for, else why not), ``("failed", message)``,
   ``("reflex", message)``, ``("recovered",)``, ``("recovery_failed", message)``,
   ``("network", message)``.
 
@@ -24,6 +27,7 @@ torque control holding the measured pose.
 
 from __future__ import annotations
 
+import os
 import time
 from multiprocessing.connection import Connection
 
@@ -37,7 +41,9 @@ IDX_Q = slice(1, 8)
 IDX_DQ = slice(8, 15)
 IDX_WRENCH = slice(15, 21)
 IDX_SEQ = 21
-STATE_SIZE = 22
+IDX_SUCCESS_RATE = 22
+STATE_SIZE = 23
+_ZERO7 = np.zeros(7)
 
 
 class _Stop(Exception):
@@ -63,11 +69,14 @@ class ControlLoop:
         self.recover_requested = False
         self.stopping = False
         self.seq = 0
+        self.realtime: str | None = "not started"
+        """None once this process runs at the SCHED_FIFO priority asked for, else why not."""
 
     # -- setup ------------------------------------------------------------------------------
 
     def connect(self) -> None:
         franka, cfg = self.franka, self.config
+        self.realtime = set_realtime_priority(cfg.realtime_priority)
         self.robot = franka.Robot(cfg.robot_ip, franka.RealtimeConfig.kIgnore)
         state = self.robot.read_once()
         self.publish(state)
@@ -78,7 +87,7 @@ class ControlLoop:
             self.model = None  # Coriolis compensation is a refinement, not required
         if "Reflex" in str(state.robot_mode):
             self.robot.automatic_error_recovery()
-        self.conn.send(("connected", check))
+        self.conn.send(("connected", check, self.realtime))
 
     # -- commands from the parent -------------------------------------------------------------
 
@@ -136,22 +145,21 @@ class ControlLoop:
             self.publish(state, q, dq)
             self.poll_commands()
             dt = period.to_sec() or 1e-3
-            T_tcp, _ = control.tcp_jacobian(q)
-            measured = frames.mat_to_pose(T_tcp)
+            tcp = control.tcp_jacobian(q)  # once per cycle: the law reuses it
             if cart is None or self.reset_reference:
-                cart = control.ReferenceTracker(measured, cfg.reference)
+                cart = control.ReferenceTracker(frames.mat_to_pose(tcp[0]), cfg.reference)
                 joint = control.JointReferenceTracker(q, cfg.reference)
                 self.reset_reference = False
             if self.goal_q is not None:
                 ref_q = joint.step(self.goal_q, dt)
                 tau = control.joint_impedance_torque(q, dq, ref_q, joint.dq, cfg.impedance)
-                cart.reset(measured)
+                cart.reset(frames.mat_to_pose(tcp[0]))
             else:
                 if self.goal_pose is None:  # hold: stop the reference where it is
                     self.goal_pose = cart.pose.copy()
                 ref = cart.step(self.goal_pose, dt)
-                tau = control.cartesian_impedance_torque(q, dq, ref, cart.twist, cfg.impedance)
-                joint.q, joint.dq = q, np.zeros(7)
+                tau = control.cartesian_impedance_torque(q, dq, ref, cart.twist, cfg.impedance, tcp)
+                joint.q, joint.dq = q, _ZERO7
             if self.model is not None:
                 tau = tau + np.asarray(self.model.coriolis(state))
             tau = limiter(tau, dt, np.asarray(state.tau_J_d))
@@ -192,6 +200,7 @@ class ControlLoop:
         buf[IDX_Q] = state.q if q is None else q
         buf[IDX_DQ] = state.dq if dq is None else dq
         buf[IDX_WRENCH] = state.O_F_ext_hat_K
+        buf[IDX_SUCCESS_RATE] = state.control_command_success_rate
         buf[IDX_SEQ] = 2 * self.seq  # even: consistent
 
 
@@ -204,6 +213,22 @@ def read_shared(shared) -> np.ndarray:
         buf = view.copy()
         if seq % 2 == 0 and view[IDX_SEQ] == seq == buf[IDX_SEQ]:
             return buf
+
+
+def set_realtime_priority(priority: int | None) -> str | None:
+    """Run this (single-threaded) process under SCHED_FIFO at ``priority``: it then takes a
+    core the moment the robot's state arrives, whatever else the machine runs (libfranka's
+    ``RealtimeConfig.kEnforce`` does the same for its control thread). The loop blocks in
+    ``readOnce`` between cycles, so it never holds a core for long.
+
+    Returns None on success, else why not (no permission: the OS's message)."""
+    if priority is None:
+        return "not asked (FrankaConfig.realtime_priority is None)"
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as exc:  # AttributeError: no sched_setscheduler here
+        return f"SCHED_FIFO {priority} refused: {exc}"
+    return None
 
 
 def run(config, conn: Connection, shared) -> None:

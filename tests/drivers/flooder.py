@@ -12,8 +12,10 @@ publishes, round-robin over ``target_pose``, ``gripper/command``, ``teleop/twist
 - teleop twists with NaN / 1e9 axes, Joy messages with wrong axis / button counts (up to 10k
   axes), NaN axes, and valid-looking ones.
 
-Every second it prints one JSON line ``{"published": {topic: count}, "rate_hz": total}``
-(flushed), so a test or benchmark can read how hard it pushed.
+Every second it prints one JSON line ``{"published": {topic: count}, "rate_hz": total,
+"ee_pose_received": n}`` (flushed), so a test or benchmark can read how hard it pushed and
+whether it hears the arm (its targets carry the stamps of the ``ee_pose`` it received); one
+such line also goes out at once when the first ``ee_pose`` arrives.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs in a
     rclpy.init()
     node = rclpy.create_node("flooder")
     latest: dict = {}
-    node.create_subscription(
-        PoseStamped, f"{ns}/ee_pose", lambda m: latest.__setitem__("pose", m), qos.SENSOR
-    )
+    received = [0]
+
+    def on_pose(msg: PoseStamped) -> None:
+        latest["pose"] = msg
+        received[0] += 1
+
+    node.create_subscription(PoseStamped, f"{ns}/ee_pose", on_pose, qos.SENSOR)
     pubs = {
         "target_pose": node.create_publisher(PoseStamped, f"{ns}/target_pose", qos.COMMAND),
         "gripper/command": node.create_publisher(Float64, f"{ns}/gripper/command", qos.COMMAND),
@@ -126,14 +132,19 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs in a
                 pub.publish(pools[name][i % 64])
                 counts[name] += 1
             i += 1
+            first_pose = False
             if i % 64 == 0:  # follow the arm: refresh stamps and targets
+                before = received[0]
                 rclpy.spin_once(node, timeout_sec=0)
+                first_pose = before == 0 and received[0] > 0
                 pools["target_pose"] = [target() for _ in range(64)]
             now = time.monotonic()
-            if now >= next_report:
+            if now >= next_report or first_pose:
                 total = sum(counts.values())
-                rate = (total - total_at_report) / (now - next_report + 1.0)
-                print(json.dumps({"published": counts, "rate_hz": round(rate)}), flush=True)
+                rate = (total - total_at_report) / max(now - next_report + 1.0, 1e-3)
+                line = {"published": counts, "rate_hz": round(rate)}
+                line["ee_pose_received"] = received[0]
+                print(json.dumps(line), flush=True)
                 total_at_report, next_report = total, now + 1.0
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

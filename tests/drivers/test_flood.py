@@ -18,6 +18,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -143,7 +144,35 @@ def _start(domain: int, mode: str, ros_processes) -> tuple[EnvSide, object]:
     )
     assert flood.alive, flood.log()
     assert twin.alive, twin.log()
+
+    # ... and the twin, both ways: discovery pairs every two processes on its own (0.1 s to a
+    # few seconds each), so the env hearing the flood says nothing of the twin. The twin counts
+    # the flood's malformed targets as rejected (in the status a hold publishes), and the flood
+    # hears the state the hold publishes (its targets carry that stamp: else a lockstep twin
+    # refuses them as stale and executes none).
+    def met() -> bool:
+        return env.status.value["rejected"] > 0 and _flood_hears_the_arm(flood)
+
+    deadline = time.monotonic() + 60.0
+    while not met():
+        if time.monotonic() > deadline or not (flood.alive and twin.alive):
+            pytest.fail(f"the flood and the twin did not meet: {env.status.value}\n{flood.log()}")
+        before = env.status.count
+        env.call("hold", SAFETY_DEADLINE_S)
+        env.wait(lambda b=before: env.status.count > b, 10.0, "the bridge status of the hold")
+        env.session.wait_until(met, 0.5)  # the flooder reports a pose it hears at once
     return env, (twin, flood)
+
+
+def _flood_hears_the_arm(flood) -> bool:
+    """The flooder has received an ``ee_pose`` (its report lines, ``tests/drivers/flooder.py``)."""
+    for line in flood.log().splitlines():
+        try:
+            if json.loads(line).get("ee_pose_received", 0) > 0:
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
 
 
 def test_lockstep_twin_serves_estop_step_reset_under_flood(a1_domain, ros_processes):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from drivers.franka import control
+from drivers.franka import control, loop
 from drivers.franka.sim_mjcf import build_fr3_mjcf
 from robot_rl.core import frames
 from robot_rl.core import kinematics as kin
@@ -100,6 +101,52 @@ def test_tcp_jacobian_matches_finite_differences() -> None:
         p1, p0 = kin.fk_tcp(q + dq), kin.fk_tcp(q)
         np.testing.assert_allclose(J[:3, i], (p1[:3] - p0[:3]) / eps, atol=1e-5)
         np.testing.assert_allclose(J[3:, i], frames.quat_error(p1[3:], p0[3:]) / eps, atol=1e-5)
+
+
+def test_fast_kinematics_and_rotations_equal_the_reference_implementations() -> None:
+    """The 1 kHz loop's float/few-call versions give what robot_rl.core gives, also at the
+    edges (tiny rotations, opposite hemispheres, the identity)."""
+    rng = np.random.default_rng(3)
+    for i in range(500):
+        q = rng.uniform(control.JOINT_LOW, control.JOINT_HIGH)
+        T, J = control.tcp_jacobian(q)
+        frames_ = kin.fk_matrices(q)
+        np.testing.assert_allclose(T, frames.pose_to_mat(kin.fk_tcp(q)), atol=1e-12)
+        axes = np.array([F[:3, 2] for F in frames_])
+        origins = np.array([F[:3, 3] for F in frames_])
+        np.testing.assert_allclose(J[:3], np.cross(axes, T[:3, 3] - origins).T, atol=1e-12)
+        np.testing.assert_allclose(J[3:], axes.T, atol=1e-12)
+        a = frames.quat_normalize(rng.normal(size=4))
+        b = [frames.quat_normalize(rng.normal(size=4)), a, -a, frames.quat_normalize(a + 1e-11)][
+            i % 4
+        ]
+        want_error = frames.quat_error(a, b)
+        np.testing.assert_allclose(control.rotation_error(a, b), want_error, atol=1e-12)
+        v = rng.normal(size=3) * 10 ** rng.uniform(-12, 0.5)
+        want = frames.quat_normalize(frames.quat_mul(frames.quat_from_rotvec(v), a))
+        np.testing.assert_allclose(control.rotate(a, v), want, atol=1e-12)
+    with pytest.raises(ValueError, match="not finite"):
+        control.rotation_error(np.array([np.nan, 0, 0, 1.0]), np.array([1.0, 0, 0, 0]))
+
+
+def test_realtime_priority_is_set_or_refused_with_the_reason() -> None:
+    """SCHED_FIFO for the control process: granted (the scheduler says so) or a reason."""
+    with pytest.raises(ValueError, match="1..99"):
+        FrankaConfig(realtime_priority=0)
+    assert "not asked" in (loop.set_realtime_priority(None) or "")
+    # In a child process: this test process keeps its own scheduling.
+    code = (
+        "import json, os; from drivers.franka import loop; "
+        "print(json.dumps([loop.set_realtime_priority(10), os.sched_getscheduler(0)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    refused, policy = json.loads(out.stdout)
+    if refused is None:
+        assert policy == os.SCHED_FIFO
+    else:
+        assert "refused" in refused and policy != os.SCHED_FIFO
 
 
 def test_reference_respects_speed_and_acceleration_limits() -> None:
@@ -268,6 +315,8 @@ class TestBackend:
         first = state.stamp_s
         wait_until(lambda: arm.read_state().stamp_s > first + 0.05, 5.0, "fresh states")
         assert arm.error is None
+        # The robot's share of our commands that arrived in their cycle: torque control runs.
+        assert 0.0 < arm.command_success_rate <= 1.0
 
     def test_tracks_targets_without_reflex(self, arm: FrankaBackend) -> None:
         arm.move_to_joints(HOME_Q_RAD)
