@@ -6,6 +6,14 @@ import math
 from dataclasses import dataclass, field
 
 
+def check_action_delay_s(value: float) -> float:
+    """``value`` as a float if it is a valid action delay (finite, >= 0 s), else ValueError.
+    Shared by :class:`SimConfig` and :class:`sim.robot.SimRobot` (both public entry points)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"action_delay_s must be >= 0 seconds, got {value}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class RandomizationConfig:
     """Domain randomisation hooks; each range is sampled from the episode's Generator at reset.
@@ -62,8 +70,7 @@ class SimConfig:
     action_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.action_delay_s) and self.action_delay_s >= 0):
-            raise ValueError(f"action_delay_s must be >= 0 seconds, got {self.action_delay_s}")
+        check_action_delay_s(self.action_delay_s)
         if not 100 <= self.sim_hz <= 2000:
             raise ValueError(f"sim_hz {self.sim_hz} outside [100, 2000]; 500 is the default")
         bad = [c for c in self.cameras if c not in ("front", "wrist")]

@@ -20,6 +20,7 @@ from robot_rl.core import kinematics as kin
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import CommandWatchdog, SafetyConfig, SafetyLayer
 from robot_rl.core.types import ArmCommand, RobotState, SafetyReport, UnsafeCommandError
+from sim.config import check_action_delay_s
 from sim.world import SimWorld
 
 IK_TOLERANCE = 1e-3
@@ -37,10 +38,8 @@ class SimRobot:
     """
 
     def __init__(self, world: SimWorld, safety: SafetyConfig, action_delay_s: float = 0.0) -> None:
-        if not (np.isfinite(action_delay_s) and action_delay_s >= 0.0):
-            raise ValueError(f"action_delay_s must be >= 0 seconds, got {action_delay_s}")
         self.world = world
-        self.action_delay_s = float(action_delay_s)
+        self.action_delay_s = check_action_delay_s(action_delay_s)
         self._due: tuple[float, ArmCommand] | None = None  # (sim time, command) not yet applied
         self.safety = SafetyLayer(safety)
         self.watchdog = CommandWatchdog(safety.watchdog_timeout_s)

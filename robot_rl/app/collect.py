@@ -29,6 +29,13 @@ from sim.backend import TASKS
 ObsMode = Literal["state", "pixels"]
 
 
+ACTION_DELAY_OVER_ROS = (
+    "--action-delay-ms delays the direct twin's actions; over ROS 2 (--setup) the latency is the "
+    "real one: drop --action-delay-ms"
+)
+"""The refusal of ``--action-delay-ms`` with ``--setup`` (train and eval)."""
+
+
 @dataclass(frozen=True)
 class LearnerEnvConfig:
     """The twin env a learner trains on (shared by collect, train and eval)."""

@@ -90,10 +90,9 @@ class EvalCmdConfig:
                 "--video (record's --video-dir writes a setup camera's episodes)"
             )
         if self.action_delay_ms is not None and self.setup is not None:
-            raise ValueError(
-                "--action-delay-ms delays the direct twin's actions; over ROS 2 (--setup) the "
-                "latency is the real one: drop --action-delay-ms"
-            )
+            from robot_rl.app.collect import ACTION_DELAY_OVER_ROS
+
+            raise ValueError(ACTION_DELAY_OVER_ROS)
         if self.reward is not None and self.setup is None:
             raise ValueError(
                 "--reward needs --setup: the direct twin judges success itself; pass --setup "

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from policies.config import SACConfig
-from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.collect import ACTION_DELAY_OVER_ROS, LearnerEnvConfig
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
 from sim.human import HumanConfig, HumanRule
 
@@ -249,10 +249,7 @@ class TrainCmdConfig(RewardFlags, SimHumanFlags):
         if self.setup is None and self.launch:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
         if self.setup is not None and self.env.action_delay_ms:
-            raise ValueError(
-                "--action-delay-ms delays the direct twin's actions; over ROS 2 (--setup) the "
-                "latency is the real one: drop --action-delay-ms"
-            )
+            raise ValueError(ACTION_DELAY_OVER_ROS)
         self.check_reward_flags()
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(
