@@ -70,3 +70,6 @@ class ArmBackend(Protocol):
     def error(self) -> str | None:
         """The current backend error, or None when the arm can move."""
         ...
+
+    # Optional: ``telemetry() -> dict`` of JSON values, published in ``status["backend"]``
+    # (e.g. the Franka's ``command_success_rate``). Not part of the protocol's required methods.

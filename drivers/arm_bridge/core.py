@@ -570,4 +570,11 @@ class ArmBridge:
             "executed_pose": None if executed is None else [float(v) for v in executed.target_pose],
             "executed_s": self.last_executed_s,
             "deferred_ticks": self.deferred_ticks,
+            "backend": self._backend_telemetry(),
         }
+
+    def _backend_telemetry(self) -> dict:
+        """The backend's own figures (``telemetry()``, optional in :class:`ArmBackend`; e.g. the
+        Franka's command success rate), or {}."""
+        telemetry = getattr(self.backend, "telemetry", None)
+        return telemetry() if callable(telemetry) else {}

@@ -329,6 +329,18 @@ class FrankaBackend:
         with self._lock:
             return self._recoveries
 
+    def telemetry(self) -> dict:
+        """Figures for the bridge status (``status["backend"]``): the robot's
+        ``command_success_rate``, whether the control loop runs under SCHED_FIFO
+        (``realtime``; ``realtime_refused`` says why not), reflexes and recoveries so far."""
+        return {
+            "command_success_rate": round(self.command_success_rate, 3),
+            "realtime": self.realtime_refused is None,
+            "realtime_refused": self.realtime_refused,
+            "reflexes": self.reflexes,
+            "recoveries": self.recoveries,
+        }
+
     @property
     def command_success_rate(self) -> float:
         """The robot's ``control_command_success_rate``: the share of our last 100 torque

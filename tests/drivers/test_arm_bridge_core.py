@@ -373,8 +373,10 @@ def test_status_matches_contract_schema():
         "executed_pose",
         "executed_s",
         "deferred_ticks",
+        "backend",
     }
     assert set(s["clipped"]) == {"box", "step", "rotation"}
+    assert s["backend"] == {}  # a backend without telemetry()
 
 
 # -- the real twin behind the bridge -----------------------------------------------------------

@@ -418,6 +418,9 @@ def test_franka_node_tracks_and_reports_recovery(
     client.wait_for(reached, 20.0, "the arm to reach the target over ROS")
     client.wait_for(lambda: "/arm/status" in client.latest, 5.0, "status")
     assert status()["recoveries"] == 0 and status()["last_error"] is None
+    backend = status()["backend"]  # the backend's figures: torque control runs, no reflex yet
+    assert 0.0 < backend["command_success_rate"] <= 1.0 and backend["reflexes"] == 0
+    assert backend["realtime"] == (backend["realtime_refused"] is None)
 
     # Injected abort: the 1 kHz control process stalls (SIGSTOP) beyond the FCI's budget of 20
     # lost cycles; the simulator aborts the motion as the robot would.
