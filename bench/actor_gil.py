@@ -15,7 +15,11 @@ each variant:
 
 - ``none``: no ROS session (the network alone);
 - ``single``: RosSession subscribed to the topics, rclpy's SingleThreadedExecutor;
-- ``single_si``: SingleThreadedExecutor with ``sys.setswitchinterval(0.0005)``.
+- ``single_si``: SingleThreadedExecutor with ``sys.setswitchinterval(0.0005)``;
+- ``combined``: the session subscribed to ``robot_state`` (the whole state in one message at
+  100 Hz, what :class:`drivers.ros_robot.RosRobot` reads now) and the two images.
+
+The publisher always publishes both the five state topics and ``robot_state``.
 
 (rclpy's experimental EventsExecutor, C++ dispatch, was tried: in Kilted it deadlocks when a
 subscription is created while it spins, which RosSession does.)
@@ -42,7 +46,7 @@ from sample_efficiency import machine_info  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NS = "gilbench"
-VARIANTS = ("none", "single", "single_si")
+VARIANTS = ("none", "single", "single_si", "combined")
 N_STATE = 5  # joint_states, ee_pose, ee_twist, ee_wrench, gripper/state (drivers.ros_robot)
 
 
@@ -51,13 +55,18 @@ def publish(seconds: float) -> None:
     import rclpy
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import Image
+    from std_msgs.msg import Float64MultiArray
 
-    from drivers.ros import qos
+    from drivers.ros import convert, qos
+    from robot_rl.core.types import RobotState
 
     rclpy.init()
     node = rclpy.create_node("gil_publisher", namespace="/" + NS)
     state = [node.create_publisher(PoseStamped, f"state{i}", qos.SENSOR) for i in range(N_STATE)]
     cams = {c: node.create_publisher(Image, f"{c}/image", qos.SENSOR) for c in ("front", "wrist")}
+    combined = node.create_publisher(Float64MultiArray, "robot_state", qos.SENSOR)
+    z, q7 = np.zeros(6), np.zeros(7)
+    pose = np.array([0.5, 0.0, 0.2, 1.0, 0.0, 0.0, 0.0])
     rng = np.random.default_rng(0)
     img = Image()
     img.height = img.width = 128
@@ -71,6 +80,10 @@ def publish(seconds: float) -> None:
         try:
             for pub in state:
                 pub.publish(msg)
+            t = time.monotonic()
+            combined.publish(
+                convert.robot_state_to_array_msg(RobotState(t, pose, z, z, 0.0, q7, q7))
+            )
         except Exception:  # noqa: BLE001 - the context went away with a SIGTERM: done
             break
         if k % 10 == 0:
@@ -99,10 +112,21 @@ def measure(variant: str, steps: int, features) -> dict:
         from sensor_msgs.msg import Image
 
         session = rs.RosSession(NS, node_name=f"gil_{variant}")
-        slots = [
-            session.subscribe(f"state{i}", PoseStamped, qos.SENSOR, lambda m: (m, 0.0))[0]
-            for i in range(N_STATE)
-        ]
+        if variant == "combined":
+            from std_msgs.msg import Float64MultiArray
+
+            from drivers.ros import convert
+
+            slots = [
+                session.subscribe(
+                    "robot_state", Float64MultiArray, qos.SENSOR, convert.array_msg_to_robot_state
+                )[0]
+            ]
+        else:
+            slots = [
+                session.subscribe(f"state{i}", PoseStamped, qos.SENSOR, lambda m: (m, 0.0))[0]
+                for i in range(N_STATE)
+            ]
         for c in ("front", "wrist"):
             decode = lambda m: (np.frombuffer(m.data, np.uint8).reshape(128, 128, 3), 0.0)  # noqa: E731
             slots.append(session.subscribe(f"{c}/image", Image, qos.SENSOR, decode)[0])

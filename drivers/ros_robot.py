@@ -1,12 +1,13 @@
 """RosRobot: :class:`robot_rl.core.protocols.Robot` over the ROS 2 contract topics.
 
-State: the newest ``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench`` and
-``gripper/state`` of the arm namespace, decoded by :mod:`drivers.ros.convert` in the
-subscription callbacks (a malformed message is dropped and counted, never used).
-:meth:`RosRobot.read_state` assembles them into one :class:`RobotState` stamped with the
-*oldest* part's stamp, and raises :class:`StaleSensorError` naming the topic when a part never
-arrived or is older than ``max_state_age_s`` relative to the env clock's ``now_s()`` (same time
-base as the stamps: sim time for the twin, monotonic time on hardware).
+State: the newest ``robot_state`` of the arm namespace (the bridge's whole state in one
+message, beside the standard ``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench`` and
+``gripper/state``: one subscription callback per state instead of five, which the process's
+other work, e.g. the policy, would wait for), decoded by :mod:`drivers.ros.convert` in the
+subscription callback (a malformed message is dropped and counted, never used).
+:meth:`RosRobot.read_state` returns it and raises :class:`StaleSensorError` naming the topic
+when it never arrived or is older than ``max_state_age_s`` relative to the env clock's
+``now_s()`` (same time base as the stamps: sim time for the twin, monotonic time on hardware).
 
 Commands: :meth:`RosRobot.send_command` publishes ``gripper/command`` then ``target_pose``
 (both reliable). The bridge (or twin) owns safety and decides what is executed; this class
@@ -29,10 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import PoseStamped
 from rclpy.duration import Duration
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64
+from std_msgs.msg import Float64, Float64MultiArray
 
 from drivers.ros import convert, qos
 from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
@@ -47,8 +47,8 @@ from robot_rl.core.types import (
     UnsafeCommandError,
 )
 
-STATE_TOPICS = ("joint_states", "ee_pose", "ee_twist", "ee_wrench", "gripper/state")
-"""Topics (relative to the namespace) that make up one :class:`RobotState`."""
+STATE_TOPIC = "robot_state"
+"""The topic (relative to the namespace) of the whole :class:`RobotState` in one message."""
 
 
 @dataclass(frozen=True)
@@ -90,25 +90,6 @@ class RosRobotConfig:
             raise ValueError("ack_timeout_s must be positive or None")
 
 
-def _decode_joints(msg: JointState) -> tuple[tuple[np.ndarray, np.ndarray], float]:
-    q, dq, stamp = convert.msg_to_joint_state(msg, convert.ARM_JOINT_NAMES)
-    return (q, dq), stamp
-
-
-def _decode_gripper(msg: JointState) -> tuple[float, float]:
-    g, _, stamp = convert.msg_to_joint_state(msg, (convert.GRIPPER_JOINT_NAME,))
-    return float(np.clip(g[0], 0.0, 1.0)), stamp
-
-
-_DECODERS: dict[str, tuple[type, Callable]] = {
-    "joint_states": (JointState, _decode_joints),
-    "ee_pose": (PoseStamped, convert.msg_to_pose_stamped),
-    "ee_twist": (TwistStamped, convert.msg_to_twist),
-    "ee_wrench": (WrenchStamped, convert.msg_to_wrench),
-    "gripper/state": (JointState, _decode_gripper),
-}
-
-
 class RosRobot:
     """An arm behind the ROS 2 contract. See the module docstring.
 
@@ -136,7 +117,7 @@ class RosRobot:
             joint_high_rad=tuple(kin.FR3_JOINT_HIGH_RAD),
             home_joint_pos_rad=tuple(float(q) for q in kin.FR3_HOME_RAD),
         )
-        self._slots: dict[str, Latest] = {}
+        self._slot: Latest | None = None
         self._subs: list = []
         self._pub_target = None
         self._pub_gripper = None
@@ -158,12 +139,12 @@ class RosRobot:
         if self._pub_target is not None:
             return
         s = self.session
-        for name in STATE_TOPICS:
-            msg_type, decode = _DECODERS[name]
-            slot, sub = s.subscribe(name, msg_type, qos.SENSOR, decode)
-            self._slots[name] = slot
-            self._subs.append(sub)
-            s.synced.append(slot)
+        slot, sub = s.subscribe(
+            STATE_TOPIC, Float64MultiArray, qos.SENSOR, convert.array_msg_to_robot_state
+        )
+        self._slot = slot
+        self._subs.append(sub)
+        s.synced.append(slot)
         self._pub_target = s.node.create_publisher(PoseStamped, "target_pose", qos.COMMAND)
         self._pub_gripper = s.node.create_publisher(Float64, "gripper/command", qos.COMMAND)
         timeout = self.config.connect_timeout_s
@@ -182,16 +163,15 @@ class RosRobot:
     def disconnect(self) -> None:
         """Drop subscriptions and publishers (and the private session, if any)."""
         s = self.session
-        for slot in self._slots.values():
-            if slot in s.synced:
-                s.synced.remove(slot)
+        if self._slot is not None and self._slot in s.synced:
+            s.synced.remove(self._slot)
         if s.started:
             for sub in self._subs:
                 s.unsubscribe(sub)
             for pub in (self._pub_target, self._pub_gripper):
                 if pub is not None:
                     s.node.destroy_publisher(pub)
-        self._slots.clear()
+        self._slot = None
         self._subs.clear()
         self._pub_target = self._pub_gripper = None
         if self._own_session:
@@ -237,29 +217,27 @@ class RosRobot:
         self._require_connected()
         now = self._now()
         limit = self.config.max_state_age_s
+        slot = self._slot
+        assert slot is not None
         with self.session.cond:
-            parts = {}
-            for name in STATE_TOPICS:
-                slot = self._slots[name]
-                if slot.value is None or slot.stamp_s is None:
-                    raise StaleSensorError(f"robot state incomplete: {slot.describe_missing()}")
-                age = now - slot.stamp_s
-                if age > limit:
-                    why = slot.describe_rejections() or "is the arm bridge / twin running?"
-                    raise StaleSensorError(
-                        f"{slot.topic} is {age:.3f} s old at clock time {now:.3f} s (limit "
-                        f"max_state_age_s={limit}); {why}"
-                    )
-                parts[name] = (slot.value, slot.stamp_s)
-        (q, dq), _ = parts["joint_states"]
-        return RobotState(
-            stamp_s=float(min(stamp for _, stamp in parts.values())),
-            tcp_pose=np.array(parts["ee_pose"][0], dtype=np.float64),
-            tcp_vel=np.array(parts["ee_twist"][0], dtype=np.float64),
-            tcp_wrench=np.array(parts["ee_wrench"][0], dtype=np.float64),
-            gripper_pos=float(parts["gripper/state"][0]),
-            joint_pos=np.array(q, dtype=np.float64),
-            joint_vel=np.array(dq, dtype=np.float64),
+            state = slot.value
+            if state is None or slot.stamp_s is None:
+                raise StaleSensorError(f"robot state incomplete: {slot.describe_missing()}")
+            age = now - slot.stamp_s
+            if age > limit:
+                why = slot.describe_rejections() or "is the arm bridge / twin running?"
+                raise StaleSensorError(
+                    f"{slot.topic} is {age:.3f} s old at clock time {now:.3f} s (limit "
+                    f"max_state_age_s={limit}); {why}"
+                )
+        return RobotState(  # copies: a caller may keep or change its arrays
+            stamp_s=state.stamp_s,
+            tcp_pose=state.tcp_pose.copy(),
+            tcp_vel=state.tcp_vel.copy(),
+            tcp_wrench=state.tcp_wrench.copy(),
+            gripper_pos=state.gripper_pos,
+            joint_pos=state.joint_pos.copy(),
+            joint_vel=state.joint_vel.copy(),
         )
 
     def send_command(self, command: ArmCommand) -> tuple[ArmCommand, SafetyReport]:
@@ -271,13 +249,15 @@ class RosRobot:
             RosTimeoutError: Lockstep only: the bridge did not acknowledge the command.
         """
         self._require_connected()
+        slot = self._slot
+        assert slot is not None
         with self.session.cond:
-            current = self._slots["ee_pose"].value
-        if current is None:
+            state = slot.value
+        if state is None:
             raise StaleSensorError(
-                f"no measured pose to check the command against: "
-                f"{self._slots['ee_pose'].describe_missing()}"
+                f"no measured pose to check the command against: {slot.describe_missing()}"
             )
+        current = state.tcp_pose
         try:
             executed, report = self._safety.apply(command, current)
         except UnsafeCommandError as e:
@@ -315,4 +295,4 @@ class RosRobot:
     def rejected_messages(self) -> dict[str, int]:
         """Malformed state messages dropped so far, per topic."""
         with self.session.cond:
-            return {name: slot.rejected for name, slot in self._slots.items()}
+            return {} if self._slot is None else {STATE_TOPIC: self._slot.rejected}

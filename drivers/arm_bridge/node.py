@@ -11,7 +11,8 @@ node; :class:`ArmBridgeNode` (lifecycle node ``arm_bridge``) uses it for any
   malformed messages (NaN, non-unit quaternion, wrong frame) are logged with the reason,
   counted in ``status`` (``rejected``) and never executed;
 - publishes ``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench``, ``gripper/state``
-  (SENSOR) and ``status`` (STATUS, JSON);
+  and the same values in one message, ``robot_state`` (SENSOR; what the env reads: one
+  callback per state, not five), and ``status`` (STATUS, JSON);
 - services ``reset`` (parameters ``reset_pose``, ``reset_gripper``), ``hold``, ``estop``,
   ``clear_error`` (std_srvs/Trigger).
 
@@ -61,7 +62,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64, String
+from std_msgs.msg import Float64, Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from drivers.arm_bridge.backend import ArmBackend
@@ -143,6 +144,7 @@ class BridgeInterface:
                 ("gripper/state", JointState),
             )
         }
+        self._state_pub = node.create_publisher(Float64MultiArray, "robot_state", qos.SENSOR)
         self._status_pub = node.create_publisher(String, "status", qos.STATUS)
         self._safety = safety_to_dict(bridge.config.safety)
         # Commands on their own node and thread (see drivers.ros.intake): a flood on these
@@ -163,9 +165,10 @@ class BridgeInterface:
     # -- publishing -------------------------------------------------------------------------
 
     def publish_state(self, state: RobotState) -> None:
-        """Publish the five state topics, stamped with ``state.stamp_s``."""
+        """Publish the five state topics and ``robot_state``, stamped with ``state.stamp_s``."""
         for pub, msg in zip(self._pubs.values(), convert.robot_state_to_msgs(state), strict=True):
             pub.publish(msg)
+        self._state_pub.publish(convert.robot_state_to_array_msg(state))
 
     def publish_status(self) -> None:
         """Publish the bridge status JSON (with the safety limits in force)."""
@@ -294,7 +297,7 @@ class BridgeInterface:
         self._subs = []
         for s in self._srvs:
             self.node.destroy_service(s)
-        for p in [*self._pubs.values(), self._status_pub]:
+        for p in [*self._pubs.values(), self._state_pub, self._status_pub]:
             self.node.destroy_publisher(p)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Header
+from std_msgs.msg import Float64MultiArray, Header, MultiArrayDimension
 
 from robot_rl.core.types import RobotState
 
@@ -297,6 +297,82 @@ def msgs_to_robot_state(
         joint_pos=q,
         joint_vel=dq,
     )
+
+
+ROBOT_STATE_LAYOUT = (
+    "stamp_s,tcp_pose[7],tcp_vel[6],tcp_wrench[6],gripper_pos,joint_pos[7],joint_vel[7]"
+)
+"""Label of the one dimension of the ``robot_state`` message (``std_msgs/Float64MultiArray``):
+the order of its 35 values. A receiver refuses any other label."""
+ROBOT_STATE_SIZE = 35
+
+
+def robot_state_to_array_msg(state: RobotState) -> Float64MultiArray:
+    """:class:`RobotState` -> the ``robot_state`` message: the five state topics' values in one
+    message (:data:`ROBOT_STATE_LAYOUT`), so that a subscriber that wants the whole state runs
+    one callback per state instead of five. The stamp is the one the header of the other state
+    topics decodes to (nanosecond-rounded), so the two agree exactly.
+
+    Raises:
+        ValueError: NaN/inf anywhere, or a negative stamp.
+    """
+    stamp = msg_to_time(time_to_msg(state.stamp_s))
+    data = np.empty(ROBOT_STATE_SIZE)
+    data[0] = stamp
+    data[1:8] = state.tcp_pose
+    data[8:14] = state.tcp_vel
+    data[14:20] = state.tcp_wrench
+    data[20] = state.gripper_pos
+    data[21:28] = state.joint_pos
+    data[28:35] = state.joint_vel
+    _finite(data, "robot state")
+    msg = Float64MultiArray()
+    n = ROBOT_STATE_SIZE
+    msg.layout.dim = [MultiArrayDimension(label=ROBOT_STATE_LAYOUT, size=n, stride=n)]
+    msg.data = data.tolist()
+    return msg
+
+
+def array_msg_to_robot_state(
+    msg: Float64MultiArray, unit_tol: float = UNIT_QUAT_TOL
+) -> tuple[RobotState, float]:
+    """The ``robot_state`` message -> (:class:`RobotState`, stamp). The gripper is clipped to
+    [0, 1] and the quaternion renormalised, as from the separate topics.
+
+    Raises:
+        ValueError: Another layout (a bridge of another version), the wrong number of values,
+            NaN/inf, a negative stamp, or a non-unit quaternion.
+    """
+    labels = [d.label for d in msg.layout.dim]
+    if labels != [ROBOT_STATE_LAYOUT]:
+        raise ValueError(
+            f"robot_state layout {labels} is not [{ROBOT_STATE_LAYOUT!r}]: the bridge speaks "
+            "another version of the contract; run the bridge and the env from one robot_rl"
+        )
+    data = _finite(np.asarray(msg.data, dtype=np.float64), "robot state")
+    if data.shape != (ROBOT_STATE_SIZE,):
+        raise ValueError(f"robot_state has {data.size} values; {ROBOT_STATE_LAYOUT} are 35")
+    stamp = float(data[0])
+    if stamp < 0:
+        raise ValueError(f"robot_state stamp {stamp} s must be >= 0")
+    pose = data[1:8].copy()
+    n = float(np.linalg.norm(pose[3:7]))
+    if abs(n - 1.0) > unit_tol:
+        raise ValueError(
+            f"robot_state tcp_pose quaternion {pose[3:7]} (w, x, y, z) has norm {n:.6g}; send a "
+            f"unit quaternion (tolerance {unit_tol})"
+        )
+    pose[3:7] /= n
+    state = RobotState(
+        stamp_s=stamp,
+        tcp_pose=pose,
+        tcp_vel=data[8:14].copy(),
+        tcp_wrench=data[14:20].copy(),
+        gripper_pos=float(np.clip(data[20], 0.0, 1.0)),
+        joint_pos=data[21:28].copy(),
+        joint_vel=data[28:35].copy(),
+    )
+    return state, stamp
 
 
 def stamps_of(*msgs: object) -> list[float]:

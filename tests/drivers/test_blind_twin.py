@@ -86,7 +86,7 @@ def test_a_blind_run_reads_no_truth_and_the_twin_scores_it(tmp_path: Path, a2_do
         # graph query sees this process's subscriptions).
         node = backend.session.node
         assert node.count_subscribers(backend.session.topic("task/status")) == 0
-        assert node.count_subscribers(backend.session.topic("ee_pose")) >= 1
+        assert node.count_subscribers(backend.session.topic("robot_state")) >= 1
         # The graph probe `robot-rl rehearse` enforces with sees a reader when there is one.
         RosTwinTask(RosTwinTaskConfig("reach"), lambda: 0.0, backend.session).connect()
         seen = topic_subscribers(a2_domain, "/arm/task/status", "robot_rl_env", 30.0)

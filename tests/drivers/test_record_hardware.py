@@ -207,7 +207,7 @@ def test_record_on_hardware_keeps_what_the_buttons_mark(tmp_path: Path, hw_domai
         node = client.node
         client.wait_for(  # the env's endpoints are discovered (it has run for seconds)
             lambda: (
-                node.count_subscribers("/arm/ee_pose") >= 1
+                node.count_subscribers("/arm/robot_state") >= 1
                 and node.count_publishers("/arm/target_pose") >= 1
                 and node.count_subscribers("/arm/teleop/joy") >= 1
             ),

@@ -115,9 +115,43 @@ def _state(stamp_s: float, tcp_pose: np.ndarray):
     return RobotState(stamp_s, tcp_pose, z, np.ones(6), 0.25, np.arange(7.0), np.zeros(7))
 
 
+def test_robot_state_message_round_trips_and_refuses_what_is_malformed() -> None:
+    """``robot_state`` carries exactly the five state topics' values and stamp (the stamp
+    nanosecond-rounded like a header's), and refuses another layout, size, NaN, a non-unit
+    quaternion, a negative stamp, saying what is wrong."""
+    pytest.importorskip("rclpy")
+    from drivers.ros import convert
+    from robot_rl.core.safety import DOWN_QUAT
+
+    state = _state(123.4567890123, np.array([0.5, -0.1, 0.2, *DOWN_QUAT]))
+    got, stamp = convert.array_msg_to_robot_state(convert.robot_state_to_array_msg(state))
+    parts = convert.robot_state_to_msgs(state)
+    assert stamp == got.stamp_s == convert.msg_to_time(parts[1].header.stamp)
+    want = convert.msgs_to_robot_state(*parts)
+    for field in ("tcp_pose", "tcp_vel", "tcp_wrench", "joint_pos", "joint_vel"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    assert got.gripper_pos == want.gripper_pos
+
+    def broken(edit) -> object:
+        msg = convert.robot_state_to_array_msg(state)
+        edit(msg)
+        return msg
+
+    cases = [
+        (lambda m: setattr(m.layout.dim[0], "label", "x,y"), "another version of the contract"),
+        (lambda m: setattr(m, "data", list(m.data)[:34]), "34 values"),
+        (lambda m: m.data.__setitem__(9, float("nan")), "NaN or inf"),
+        (lambda m: m.data.__setitem__(4, 2.0), "unit quaternion"),
+        (lambda m: m.data.__setitem__(0, -1.0), "must be >= 0"),
+    ]
+    for edit, message in cases:
+        with pytest.raises(ValueError, match=message):
+            convert.array_msg_to_robot_state(broken(edit))
+
+
 def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_factory) -> None:
     from geometry_msgs.msg import PoseStamped
-    from std_msgs.msg import Float64
+    from std_msgs.msg import Float64, Float64MultiArray
 
     from drivers.ros import convert, qos
     from drivers.ros_robot import RosRobot, RosRobotConfig
@@ -127,9 +161,7 @@ def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_facto
     arm = ros_client_factory(a2_domain)  # plays the bridge: state out, commands in
     arm.subscribe(PoseStamped, "/arm/target_pose", qos.COMMAND)
     arm.subscribe(Float64, "/arm/gripper/command", qos.COMMAND)
-    names = ("joint_states", "ee_pose", "ee_twist", "ee_wrench", "gripper/state")
-    types = [type(m) for m in convert.robot_state_to_msgs(_state(0.0, np.zeros(7)))]
-    pubs = [arm.publisher(t, f"/arm/{n}", qos.SENSOR) for n, t in zip(names, types, strict=True)]
+    pub = arm.publisher(Float64MultiArray, "/arm/robot_state", qos.SENSOR)
     now = [10.0]
     safety = SafetyConfig(max_step_m=0.05)
     robot = RosRobot(
@@ -138,40 +170,37 @@ def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_facto
     )
     try:
         robot.connect()
-        with pytest.raises(StaleSensorError, match="no message on /arm/joint_states yet"):
+        with pytest.raises(StaleSensorError, match="no message on /arm/robot_state yet"):
             robot.read_state()
         pose = np.array([0.5, 0.0, 0.2, *DOWN_QUAT])
-
-        def publish(stamp: float, tcp: np.ndarray) -> None:
-            msgs = convert.robot_state_to_msgs(_state(stamp, tcp))
-            for pub, msg in zip(pubs, msgs, strict=True):
-                pub.publish(msg)
 
         def arrived(stamp: float) -> bool:
             arm.spin_for(0.01)
             with robot.session.cond:
-                return all(s.stamp_s == stamp for s in robot._slots.values())
+                return robot._slot.stamp_s == stamp
 
         def sent(stamp: float) -> bool:  # again until it arrives: a message published
-            publish(stamp, pose)  # before discovery matched the robot's readers is lost
-            return arrived(stamp)
+            pub.publish(convert.robot_state_to_array_msg(_state(stamp, pose)))  # before
+            return arrived(stamp)  # discovery matched the robot's reader is lost
 
         arm.wait_for(lambda: sent(9.95), 10, "state at 9.95")
         state = robot.read_state()
         assert state.stamp_s == pytest.approx(9.95)
         np.testing.assert_allclose(state.tcp_pose, pose)
         np.testing.assert_allclose(state.joint_pos, np.arange(7.0))
+        np.testing.assert_allclose(state.tcp_wrench, np.ones(6))
         assert state.gripper_pos == pytest.approx(0.25)
+        state.tcp_pose[:] = 0.0  # the caller's copy: the next read is unchanged
+        np.testing.assert_allclose(robot.read_state().tcp_pose, pose)
 
-        now[0] = 10.3  # 0.35 s later: every part is too old
-        with pytest.raises(StaleSensorError, match=r"/arm/joint_states is 0\.350 s old"):
+        now[0] = 10.3  # 0.35 s later: the state is too old
+        with pytest.raises(StaleSensorError, match=r"/arm/robot_state is 0\.350 s old"):
             robot.read_state()
 
-        bad = PoseStamped(header=convert.header(10.3))
-        bad.pose.position.x = float("nan")
-        bad.pose.orientation.w = 1.0
-        pubs[1].publish(bad)  # malformed: dropped, counted, the valid value is kept
-        arm.wait_for(lambda: robot.rejected_messages()["ee_pose"] == 1, 10, "rejection")
+        bad = convert.robot_state_to_array_msg(_state(10.3, pose))
+        bad.data[3] = float("nan")
+        pub.publish(bad)  # malformed: dropped, counted, the valid value is kept
+        arm.wait_for(lambda: robot.rejected_messages()["robot_state"] == 1, 10, "rejection")
         with pytest.raises(StaleSensorError, match="is 0.350 s old"):
             robot.read_state()
 
