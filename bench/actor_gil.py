@@ -14,6 +14,8 @@ publish (the five state topics a RosRobot reads at 100 Hz, two 128x128 images at
 each variant:
 
 - ``none``: no ROS session (the network alone);
+- ``publisher``: no ROS session, but the publisher process runs (what its CPU use alone costs
+  the forward pass on 2 cores: the baseline of the variants below);
 - ``single``: RosSession subscribed to the topics, rclpy's SingleThreadedExecutor;
 - ``single_si``: SingleThreadedExecutor with ``sys.setswitchinterval(0.0005)``;
 - ``combined``: the session subscribed to ``robot_state`` (the whole state in one message at
@@ -46,7 +48,7 @@ from sample_efficiency import machine_info  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NS = "gilbench"
-VARIANTS = ("none", "single", "single_si", "combined")
+VARIANTS = ("none", "publisher", "single", "single_si", "combined")
 N_STATE = 5  # joint_states, ee_pose, ee_twist, ee_wrench, gripper/state (drivers.ros_robot)
 
 
@@ -105,7 +107,7 @@ def measure(variant: str, steps: int, features) -> dict:
 
     session = None
     counts: dict[str, int] = {}
-    if variant != "none":
+    if variant not in ("none", "publisher"):
         if variant == "single_si":
             sys.setswitchinterval(0.0005)
         from geometry_msgs.msg import PoseStamped
