@@ -54,20 +54,14 @@ def _cpu_s(pid: int) -> float:
 
 def _code() -> str:
     """The commit this bench ran on (``+dirty`` with uncommitted changes)."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = str(Path(__file__).resolve().parents[1])
     try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head, dirty = (
+            subprocess.run(
+                ["git", "-C", repo, *args], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            for args in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "-uno"])
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")

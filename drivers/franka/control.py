@@ -138,23 +138,33 @@ class ReferenceLimits:
             raise ValueError(f"every reference limit must be positive, got {self}")
 
 
-def rotation_error(q_target: np.ndarray, q_current: np.ndarray) -> np.ndarray:
-    """(3,) rotation vector ``e`` with ``q_target = exp(e) * q_current``: the value of
-    :func:`robot_rl.core.frames.quat_error`, in plain float arithmetic (the 1 kHz loop calls it
-    twice per cycle, where a numpy call per quaternion component costs more than the maths)."""
-    aw, ax, ay, az = q_target.tolist()
-    bw, bx, by, bz = q_current.tolist()
-    bx, by, bz = -bx, -by, -bz  # conjugate
+def _unit_product(
+    a: tuple[float, ...], b: tuple[float, ...], what: str
+) -> tuple[float, float, float, float]:
+    """Hamilton product ``a * b`` of two (w, x, y, z) float tuples, normalised with ``w >= 0``
+    (as :func:`robot_rl.core.frames.quat_normalize`). Raises ValueError naming ``what`` when it
+    is zero or not finite."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
     w = aw * bw - ax * bx - ay * by - az * bz
     x = aw * bx + ax * bw + ay * bz - az * by
     y = aw * by - ax * bz + ay * bw + az * bx
     z = aw * bz + ax * by - ay * bx + az * bw
     n = math.sqrt(w * w + x * x + y * y + z * z)
     if not n > 1e-12:
-        raise ValueError(f"quaternions {q_target}, {q_current} are zero or not finite")
+        raise ValueError(f"{what} zero or not finite")
     if w < 0 or (w == 0 and next(c for c in (x, y, z) if c != 0) < 0):
-        w, x, y, z = -w, -x, -y, -z  # the shorter way round (frames.quat_normalize)
-    w, x, y, z = w / n, x / n, y / n, z / n
+        n = -n  # the shorter way round
+    return w / n, x / n, y / n, z / n
+
+
+def rotation_error(q_target: np.ndarray, q_current: np.ndarray) -> np.ndarray:
+    """(3,) rotation vector ``e`` with ``q_target = exp(e) * q_current``: the value of
+    :func:`robot_rl.core.frames.quat_error`, in plain float arithmetic (the 1 kHz loop calls it
+    twice per cycle, where a numpy call per quaternion component costs more than the maths)."""
+    bw, bx, by, bz = q_current.tolist()
+    what = f"quaternions {q_target}, {q_current} are"
+    w, x, y, z = _unit_product(tuple(q_target.tolist()), (bw, -bx, -by, -bz), what)
     s = math.sqrt(x * x + y * y + z * z)
     if s < 1e-9:
         return np.array([2.0 * x, 2.0 * y, 2.0 * z])
@@ -169,23 +179,12 @@ def rotate(q: np.ndarray, rotvec: np.ndarray) -> np.ndarray:
     vx, vy, vz = rotvec.tolist()
     angle = math.sqrt(vx * vx + vy * vy + vz * vz)
     if angle < 1e-9:
-        aw, ax, ay, az = 1.0, 0.5 * vx, 0.5 * vy, 0.5 * vz
-        n = math.sqrt(1.0 + ax * ax + ay * ay + az * az)
-        aw, ax, ay, az = aw / n, ax / n, ay / n, az / n
+        n = math.sqrt(1.0 + 0.25 * angle * angle)
+        turn = (1.0 / n, 0.5 * vx / n, 0.5 * vy / n, 0.5 * vz / n)
     else:
         k = math.sin(0.5 * angle) / angle
-        aw, ax, ay, az = math.cos(0.5 * angle), vx * k, vy * k, vz * k
-    bw, bx, by, bz = q.tolist()
-    w = aw * bw - ax * bx - ay * by - az * bz
-    x = aw * bx + ax * bw + ay * bz - az * by
-    y = aw * by - ax * bz + ay * bw + az * bx
-    z = aw * bz + ax * by - ay * bx + az * bw
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    if not n > 1e-12:
-        raise ValueError(f"quaternion {q} is zero or not finite")
-    if w < 0 or (w == 0 and next(c for c in (x, y, z) if c != 0) < 0):
-        n = -n
-    return np.array([w / n, x / n, y / n, z / n])
+        turn = (math.cos(0.5 * angle), vx * k, vy * k, vz * k)
+    return np.array(_unit_product(turn, tuple(q.tolist()), f"quaternion {q} is"))
 
 
 def rate_limited_velocity(
