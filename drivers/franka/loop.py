@@ -43,7 +43,6 @@ IDX_WRENCH = slice(15, 21)
 IDX_SEQ = 21
 IDX_SUCCESS_RATE = 22
 STATE_SIZE = 23
-_ZERO7 = np.zeros(7)
 
 
 class _Stop(Exception):
@@ -159,7 +158,7 @@ class ControlLoop:
                     self.goal_pose = cart.pose.copy()
                 ref = cart.step(self.goal_pose, dt)
                 tau = control.cartesian_impedance_torque(q, dq, ref, cart.twist, cfg.impedance, tcp)
-                joint.q, joint.dq = q, _ZERO7
+                joint.q, joint.dq = q, np.zeros(7)  # fresh: the tracker owns its arrays
             if self.model is not None:
                 tau = tau + np.asarray(self.model.coriolis(state))
             tau = limiter(tau, dt, np.asarray(state.tau_J_d))
