@@ -139,11 +139,12 @@ class ReferenceLimits:
 
 
 def _unit_product(
-    a: tuple[float, ...], b: tuple[float, ...], what: str
-) -> tuple[float, float, float, float]:
+    a: tuple[float, ...], b: tuple[float, ...]
+) -> tuple[float, float, float, float] | None:
     """Hamilton product ``a * b`` of two (w, x, y, z) float tuples, normalised with ``w >= 0``
-    (as :func:`robot_rl.core.frames.quat_normalize`). Raises ValueError naming ``what`` when it
-    is zero or not finite."""
+    (as :func:`robot_rl.core.frames.quat_normalize`); None when it is zero or not finite (the
+    caller raises: formatting its message costs more than a 1 ms cycle can spare, so only on
+    failure)."""
     aw, ax, ay, az = a
     bw, bx, by, bz = b
     w = aw * bw - ax * bx - ay * by - az * bz
@@ -152,7 +153,7 @@ def _unit_product(
     z = aw * bz + ax * by - ay * bx + az * bw
     n = math.sqrt(w * w + x * x + y * y + z * z)
     if not n > 1e-12:
-        raise ValueError(f"{what} zero or not finite")
+        return None
     if w < 0 or (w == 0 and next(c for c in (x, y, z) if c != 0) < 0):
         n = -n  # the shorter way round
     return w / n, x / n, y / n, z / n
@@ -163,8 +164,10 @@ def rotation_error(q_target: np.ndarray, q_current: np.ndarray) -> np.ndarray:
     :func:`robot_rl.core.frames.quat_error`, in plain float arithmetic (the 1 kHz loop calls it
     twice per cycle, where a numpy call per quaternion component costs more than the maths)."""
     bw, bx, by, bz = q_current.tolist()
-    what = f"quaternions {q_target}, {q_current} are"
-    w, x, y, z = _unit_product(tuple(q_target.tolist()), (bw, -bx, -by, -bz), what)
+    product = _unit_product(tuple(q_target.tolist()), (bw, -bx, -by, -bz))
+    if product is None:
+        raise ValueError(f"quaternions {q_target}, {q_current} are zero or not finite")
+    w, x, y, z = product
     s = math.sqrt(x * x + y * y + z * z)
     if s < 1e-9:
         return np.array([2.0 * x, 2.0 * y, 2.0 * z])
@@ -184,7 +187,10 @@ def rotate(q: np.ndarray, rotvec: np.ndarray) -> np.ndarray:
     else:
         k = math.sin(0.5 * angle) / angle
         turn = (math.cos(0.5 * angle), vx * k, vy * k, vz * k)
-    return np.array(_unit_product(turn, tuple(q.tolist()), f"quaternion {q} is"))
+    product = _unit_product(turn, tuple(q.tolist()))
+    if product is None:
+        raise ValueError(f"quaternion {q} is zero or not finite")
+    return np.array(product)
 
 
 def rate_limited_velocity(

@@ -117,17 +117,22 @@ def msg_to_pose(msg: Pose, unit_tol: float = UNIT_QUAT_TOL) -> np.ndarray:
     """
     p, q = msg.position, msg.orientation
     pose = _finite([p.x, p.y, p.z, q.w, q.x, q.y, q.z], "pose")
-    _renormalise_quat(pose, unit_tol, f"pose quaternion (x={q.x}, y={q.y}, z={q.z}, w={q.w})")
+    bad = _renormalise_quat(pose, unit_tol)
+    if bad is not None:
+        raise ValueError(f"pose quaternion (x={q.x}, y={q.y}, z={q.z}, w={q.w}) {bad}")
     return pose
 
 
-def _renormalise_quat(pose: np.ndarray, unit_tol: float, what: str) -> None:
-    """Divide ``pose[3:7]`` by its norm in place; ValueError (naming ``what``) when the norm is
-    off 1 by more than ``unit_tol``: a sender that mixed up the order or sent garbage."""
+def _renormalise_quat(pose: np.ndarray, unit_tol: float) -> str | None:
+    """Divide ``pose[3:7]`` by its norm in place and return None; when the norm is off 1 by more
+    than ``unit_tol`` (a sender that mixed up the order or sent garbage) leave it and return
+    the end of the error message. (The caller formats its part only then: this runs for every
+    message.)"""
     n = float(np.linalg.norm(pose[3:7]))
     if abs(n - 1.0) > unit_tol:
-        raise ValueError(f"{what} has norm {n:.6g}; send a unit quaternion (tolerance {unit_tol})")
+        return f"has norm {n:.6g}; send a unit quaternion (tolerance {unit_tol})"
     pose[3:7] /= n
+    return None
 
 
 def pose_stamped_to_msg(
@@ -359,7 +364,9 @@ def array_msg_to_robot_state(
     if stamp < 0:
         raise ValueError(f"robot_state stamp {stamp} s must be >= 0")
     pose = data[1:8].copy()
-    _renormalise_quat(pose, unit_tol, f"robot_state tcp_pose quaternion {pose[3:7]} (w, x, y, z)")
+    bad = _renormalise_quat(pose, unit_tol)
+    if bad is not None:
+        raise ValueError(f"robot_state tcp_pose quaternion {pose[3:7]} (w, x, y, z) {bad}")
     state = RobotState(
         stamp_s=stamp,
         tcp_pose=pose,
