@@ -331,10 +331,24 @@ class FrankaBackend:
 
     def telemetry(self) -> dict:
         """Figures for the bridge status (``status["backend"]``): the robot's
-        ``command_success_rate``, whether the control loop runs under SCHED_FIFO
-        (``realtime``; ``realtime_refused`` says why not), reflexes and recoveries so far."""
+        ``command_success_rate``, the control loop's own timing since connect
+        (``lost_cycles``: robot cycles with no command from us, counted from the robot's clock;
+        ``max_work_ms``: the longest state-in to command-out; ``slow_cycles``: cycles whose
+        work left too little of the 1 ms, see :data:`drivers.franka.loop.SLOW_CYCLE_S`): lost
+        cycles with no slow work point at the network or the machine (the loop was not
+        scheduled), whether the control loop runs under SCHED_FIFO (``realtime``;
+        ``realtime_refused`` says why not), reflexes and recoveries so far."""
+        buf = loop.read_shared(self._shared) if self._shared is not None else None
         return {
-            "command_success_rate": round(self.command_success_rate, 3),
+            "command_success_rate": (
+                0.0 if buf is None else round(float(buf[loop.IDX_SUCCESS_RATE]), 3)
+            ),
+            "lost_cycles": 0 if buf is None else int(buf[loop.IDX_LOST_CYCLES]),
+            "max_work_ms": 0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_MS]), 3),
+            "slow_cycles": 0 if buf is None else int(buf[loop.IDX_SLOW_CYCLES]),
+            "max_work_cpu_ms": (
+                0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_CPU_MS]), 3)
+            ),
             "realtime": self.realtime_refused is None,
             "realtime_refused": self.realtime_refused,
             "reflexes": self.reflexes,
@@ -350,6 +364,12 @@ class FrankaBackend:
         return float(loop.read_shared(self._shared)[loop.IDX_SUCCESS_RATE])
 
     @property
+    def control_pid(self) -> int | None:
+        """The control process's pid (None when not connected): for CPU accounting and for
+        checking its scheduling policy."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def reflexes(self) -> int:
         """Motions aborted by the robot (reflex / control exception) since connect."""
         with self._lock:
@@ -363,6 +383,12 @@ class FrankaBackend:
         ``controller_torque_discontinuity``: the recovery path runs exactly as for a real reflex.
         """
         self._send("fault", float(step_nm))
+
+    def inject_stall(self, seconds: float) -> None:
+        """Fault injection for tests: one control cycle takes ``seconds`` longer before its
+        command is sent (a slow cycle of our own). Under 19 ms the robot sees lost cycles,
+        not the 20 in a row that abort the motion; ``telemetry()`` counts them."""
+        self._send("stall", float(seconds))
 
     # -- internals ------------------------------------------------------------------------
 

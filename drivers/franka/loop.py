@@ -10,11 +10,16 @@ Protocol with the parent (:class:`drivers.franka.backend.FrankaBackend`):
 - state: the parent's shared ``multiprocessing.RawArray`` (``STATE_SIZE`` doubles, ``IDX_*``)
   is overwritten every cycle: stamp (``time.monotonic()``), q, dq, external wrench
   ``O_F_ext_hat_K``, the robot's ``control_command_success_rate`` (the share of our last 100
-  commands that arrived in their cycle), and a sequence number that makes it a seqlock
+  commands that arrived in their cycle), the loop's own timing since connect (``lost_cycles``:
+  robot cycles that passed between two of our reads beyond the one expected, i.e. commands
+  we never sent; ``max_work_ms``: the longest time from a state's arrival to our command, and
+  ``max_work_cpu_ms`` the CPU time the loop spent in that cycle; ``slow_cycles``: cycles whose
+  work took over ``SLOW_CYCLE_S``), and a sequence number that makes it a seqlock
   (:func:`read_shared`);
 - commands (parent -> loop, over a ``Pipe``): ``("pose", (7,))`` Cartesian goal,
-  ``("joints", (7,))`` joint goal, ``("hold",)``, ``("fault", nm)``, ``("recover",)``,
-  ``("stop",)``; polled once per cycle without blocking. EOF (the parent died) stops the loop;
+  ``("joints", (7,))`` joint goal, ``("hold",)``, ``("fault", nm)``, ``("stall", s)``,
+  ``("recover",)``, ``("stop",)``; polled once per cycle without blocking. EOF (the parent
+  died) stops the loop;
 - events (loop -> parent): ``("connected", (dpos_m, drot_rad), realtime)`` (``realtime``: None
   when the loop got the SCHED_FIFO priority asked for, else why not), ``("failed", message)``,
   ``("reflex", message)``, ``("recovered",)``, ``("recovery_failed", message)``,
@@ -27,6 +32,7 @@ torque control holding the measured pose.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from multiprocessing.connection import Connection
@@ -42,7 +48,15 @@ IDX_DQ = slice(8, 15)
 IDX_WRENCH = slice(15, 21)
 IDX_SEQ = 21
 IDX_SUCCESS_RATE = 22
-STATE_SIZE = 23
+IDX_LOST_CYCLES = 23
+IDX_MAX_WORK_MS = 24
+IDX_SLOW_CYCLES = 25
+IDX_MAX_WORK_CPU_MS = 26
+STATE_SIZE = 27
+
+SLOW_CYCLE_S = 0.0009
+"""A cycle whose work (state in -> command out) takes longer than this leaves the command
+too little of the 1 ms to reach the robot in time: counted in ``slow_cycles``."""
 
 
 class _Stop(Exception):
@@ -65,9 +79,14 @@ class ControlLoop:
         self.goal_q: np.ndarray | None = None
         self.reset_reference = True
         self.fault_nm = 0.0
+        self.stall_s = 0.0
         self.recover_requested = False
         self.stopping = False
         self.seq = 0
+        self.lost_cycles = 0
+        self.max_work_s = 0.0
+        self.max_work_cpu_s = 0.0
+        self.slow_cycles = 0
         self.realtime: str | None = "not started"
         """None once this process runs at the SCHED_FIFO priority asked for, else why not."""
 
@@ -86,6 +105,14 @@ class ControlLoop:
             self.model = None  # Coriolis compensation is a refinement, not required
         if "Reflex" in str(state.robot_mode):
             self.robot.automatic_error_recovery()
+        # Everything imported and built so far lives as long as the process: frozen, out of
+        # the garbage collector's sight. A full collection over it takes ~6 ms in this process
+        # (up to ~40 ms on a busy machine): cycles with no command, 20 in a row abort the
+        # motion. The steady loop allocates almost no tracked objects (no collection in 2
+        # minutes, measured), but a recovery's exceptions may start one; frozen, it scans only
+        # the objects made since, in well under a millisecond.
+        gc.collect()
+        gc.freeze()
         self.conn.send(("connected", check, self.realtime))
 
     # -- commands from the parent -------------------------------------------------------------
@@ -112,6 +139,8 @@ class ControlLoop:
             self.reset_reference = True
         elif kind == "fault":
             self.fault_nm = float(msg[1])
+        elif kind == "stall":
+            self.stall_s = float(msg[1])
         elif kind == "recover":
             self.recover_requested = True
         elif kind == "stop":
@@ -138,12 +167,16 @@ class ControlLoop:
         limiter = control.TorqueRateLimiter(cfg.impedance)
         self.reset_reference = True
         cart = joint = None
+        perf, cpu = time.perf_counter, time.thread_time
         while True:
             state, period = ctrl.readOnce()
+            t_in, c_in = perf(), cpu()
+            dt = period.to_sec() or 1e-3
+            if dt > 0.0015:  # the robot counted cycles between two reads: commands never sent
+                self.lost_cycles += round(dt * 1000.0) - 1
             q, dq = np.array(state.q), np.array(state.dq)
             self.publish(state, q, dq)
             self.poll_commands()
-            dt = period.to_sec() or 1e-3
             tcp = control.tcp_jacobian(q)  # once per cycle: the law reuses it
             if cart is None or self.reset_reference:
                 cart = control.ReferenceTracker(frames.mat_to_pose(tcp[0]), cfg.reference)
@@ -166,9 +199,18 @@ class ControlLoop:
                 tau = tau.copy()
                 tau[0] += self.fault_nm  # injected fault: deliberately not rate-limited
                 self.fault_nm = 0.0
+            if self.stall_s:
+                time.sleep(self.stall_s)  # injected fault: one slow cycle
+                self.stall_s = 0.0
             out = franka.Torques(tau.tolist())
             out.motion_finished = self.stopping
             ctrl.writeOnce(out)
+            work = perf() - t_in
+            if work > self.max_work_s:
+                self.max_work_s = work
+                self.max_work_cpu_s = cpu() - c_in
+            if work > SLOW_CYCLE_S:
+                self.slow_cycles += 1
             if self.stopping:
                 return
 
@@ -200,6 +242,10 @@ class ControlLoop:
         buf[IDX_DQ] = state.dq if dq is None else dq
         buf[IDX_WRENCH] = state.O_F_ext_hat_K
         buf[IDX_SUCCESS_RATE] = state.control_command_success_rate
+        buf[IDX_LOST_CYCLES] = self.lost_cycles
+        buf[IDX_MAX_WORK_MS] = self.max_work_s * 1000.0
+        buf[IDX_SLOW_CYCLES] = self.slow_cycles
+        buf[IDX_MAX_WORK_CPU_MS] = self.max_work_cpu_s * 1000.0
         buf[IDX_SEQ] = 2 * self.seq  # even: consistent
 
 

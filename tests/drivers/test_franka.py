@@ -358,6 +358,22 @@ class TestBackend:
         arm.move_to(target, 0.0)  # moves again after the recovery
         assert pose_error(arm.read_state().tcp_pose, target)[0] < arm.config.move_tolerance_m
 
+    def test_reports_its_own_slow_cycle(self, arm: FrankaBackend) -> None:
+        """One cycle of ours 5 ms late: the robot's clock shows the cycles we never commanded,
+        and the loop's own timing shows the late cycle and that it was not spent computing."""
+        before, reflexes = arm.telemetry(), arm.reflexes
+        arm.inject_stall(0.005)
+        wait_until(
+            lambda: arm.telemetry()["lost_cycles"] > before["lost_cycles"],
+            5.0,
+            "the lost cycles counted",
+        )
+        after = arm.telemetry()
+        assert after["slow_cycles"] > before["slow_cycles"]
+        assert after["max_work_ms"] >= 5.0  # the slowest cycle so far: at least the stall
+        assert after["max_work_cpu_ms"] < 0.5 * after["max_work_ms"]  # it slept, not computed
+        assert arm.reflexes == reflexes  # a few lost cycles, not the 20 in a row that abort
+
     def test_gripper_closes_and_opens(self, arm: FrankaBackend) -> None:
         pose = arm.read_state().tcp_pose
         arm.move_to(pose, 1.0)
