@@ -146,6 +146,15 @@ CONFIGS: dict[str, dict] = {
     # a higher entropy target (0 nats instead of -A/2 = -2 on push): in the runs that fell the
     # entropy was still falling toward -2, the temperature at ~5e-4
     "default_ent0": {"target_entropy": 0.0},
+    # a categorical critic (HL-Gauss, Farebrother et al. 2024: cross-entropy on a histogram
+    # of the target instead of MSE, reported to keep value networks plastic and stable) on
+    # the 0/1 reward's range: Q in [0, 1], support [-0.5, 1.5] in 51 bins
+    "default_hlg": {
+        "critic_loss": "hl_gauss",
+        "hl_v_min": -0.5,
+        "hl_v_max": 1.5,
+        "hl_num_bins": 51,
+    },
 }
 
 
