@@ -52,6 +52,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _steal_s() -> float:
+    """CPU seconds the hypervisor took from this VM's vCPUs since boot (/proc/stat "steal",
+    summed over the vCPUs; 0 on bare metal)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
 def _code() -> str:
     """The commit this bench ran on (``+dirty`` with uncommitted changes)."""
     repo = str(Path(__file__).resolve().parents[1])
@@ -93,7 +100,7 @@ def run_one(realtime: bool, hogs: int, seconds: float) -> dict:
         rates: list[float] = []
         pid = arm.control_pid
         before = arm.telemetry()
-        cpu0, t0 = _cpu_s(pid), time.monotonic()
+        cpu0, t0, steal0 = _cpu_s(pid), time.monotonic(), _steal_s()
         next_move = t0
         i = 0
         while (now := time.monotonic()) < t0 + seconds:
@@ -135,6 +142,8 @@ def run_one(realtime: bool, hogs: int, seconds: float) -> dict:
             # from us, the longest state-in -> command-out, cycles with work > 0.9 ms
             "lost_cycles": after["lost_cycles"] - before["lost_cycles"],
             "slow_cycles": after["slow_cycles"] - before["slow_cycles"],
+            "preempted_cycles": after["preempted_cycles"] - before["preempted_cycles"],
+            "machine_steal_s": round(_steal_s() - steal0, 3),  # the hypervisor's, all vCPUs
             "max_work_ms": after["max_work_ms"],
             "max_work_cpu_ms": after["max_work_cpu_ms"],  # CPU time of that slowest cycle
         }

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,20 @@ from robot_rl.core import kinematics as kin
 from robot_rl.core.types import RobotState
 
 log = logging.getLogger(__name__)
+
+LOST_CYCLES_REFLEX = "communication_constraints_violation"
+"""The reflex of 20 cycles in a row without a command from us (libfranka's name)."""
+
+REFLEX_MESSAGES_KEPT = 1000
+"""How many abort messages :attr:`FrankaBackend.reflex_messages` keeps (the first ones)."""
+
+
+def reflex_names(message: str) -> list[str]:
+    """The reflexes a libfranka abort message names (its last ``[...]`` list of quoted
+    names, e.g. ``... aborted by reflex! ["communication_constraints_violation"]``); [] when
+    it names none."""
+    match = re.search(r"\[([^\[\]]*)\]\s*$", message)
+    return re.findall(r'"([^"]+)"', match.group(1)) if match else []
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,12 @@ class FrankaConfig:
         move_tolerance_m: ``move_to`` ends when the TCP is this close to the goal, metres.
         move_tolerance_rad: ... and this close in orientation, rad.
         move_timeout_s: ``move_to`` / ``move_done`` give up this long after the move started, s.
+        move_resumes: A blocking move (``move_to``, ``move_done``, ``move_to_joints``) that
+            the robot aborts for lost cycles (``communication_constraints_violation``: 20
+            cycles with no command, the network's or the machine's doing, not the motion's)
+            goes on towards the same goal once ``auto_recover`` has recovered, up to this many
+            times per move (each logged); 0: raise at once. An abort whose message names any
+            other reflex, alone or beside it, always raises.
         connect_timeout_s: Wait this long for the control loop's first state, s.
         gripper: Gripper settings, or ``None`` for an arm without a Franka Hand.
         realtime_priority: SCHED_FIFO priority (1-99) of the 1 kHz control process, as
@@ -80,6 +101,7 @@ class FrankaConfig:
     move_tolerance_m: float = 0.005
     move_tolerance_rad: float = 0.03
     move_timeout_s: float = 20.0
+    move_resumes: int = 3
     connect_timeout_s: float = 10.0
     gripper: GripperConfig | None = field(default_factory=GripperConfig)
     realtime_priority: int | None = 80
@@ -94,19 +116,24 @@ class FrankaConfig:
             raise ValueError("robot_ip is empty; give the FCI address of the robot")
         if self.move_tolerance_m <= 0 or self.move_tolerance_rad <= 0:
             raise ValueError("move tolerances must be positive")
+        if self.move_resumes < 0:
+            raise ValueError(f"move_resumes must be >= 0 (0: never resume): {self.move_resumes}")
 
 
 class FrankaError(RuntimeError):
     """The robot cannot do what was asked (reflex, lost connection, move not reached)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Move:
     """A move started by :meth:`FrankaBackend.start_move`."""
 
     goal: np.ndarray
     deadline_s: float
     reflexes: int
+    """The reflex count the move has accounted for (at its start, then at each resume)."""
+    gripper: float = 0.0
+    resumes: int = 0
 
 
 class FrankaBackend:
@@ -127,6 +154,7 @@ class FrankaBackend:
         self._last_error: str | None = None
         self._recoveries = 0
         self._reflexes = 0
+        self._reflex_messages: list[str] = []
         self._alive = False
         self._changed = threading.Condition(self._lock)
         self.ee_frame_check: tuple[float, float] | None = None
@@ -235,7 +263,9 @@ class FrankaBackend:
         the gripper to ``gripper``; returns at once (poll :meth:`move_done`)."""
         goal = _check_pose(pose)
         with self._lock:
-            self._move = _Move(goal, time.monotonic() + self.config.move_timeout_s, self._reflexes)
+            self._move = _Move(
+                goal, time.monotonic() + self.config.move_timeout_s, self._reflexes, gripper
+            )
         self.command(goal, gripper)
 
     def move_done(self) -> bool:
@@ -255,7 +285,14 @@ class FrankaBackend:
             self._gripper is None or self._gripper.idle
         ):
             return True
-        if reflexes != move.reflexes or error is not None:
+        if reflexes != move.reflexes:
+            if not self._may_resume(move, reflexes):
+                raise FrankaError(f"move_to aborted by the robot: {last}")
+            if error is None:  # recovered, holding where it stopped: go on to the goal
+                self._resume(move, reflexes, "move_to")
+                self.command(move.goal, move.gripper)
+            return False
+        if error is not None:
             raise FrankaError(f"move_to aborted by the robot: {last}")
         if time.monotonic() > move.deadline_s:
             where = "the gripper is still moving"
@@ -283,7 +320,12 @@ class FrankaBackend:
             raise ValueError(f"q_rad {goal} is outside the FR3 joint limits")
         self._send("joints", goal)
         tol = self.config.move_tolerance_rad
-        self._wait(lambda s: float(np.abs(s.joint_pos - goal).max()) < tol, "move_to_joints", goal)
+        self._wait(
+            lambda s: float(np.abs(s.joint_pos - goal).max()) < tol,
+            "move_to_joints",
+            goal,
+            resend=lambda: self._send("joints", goal),
+        )
         self.hold()
 
     def clear_error(self) -> bool:
@@ -334,7 +376,8 @@ class FrankaBackend:
         ``command_success_rate``, the control loop's own timing since connect
         (``lost_cycles``: robot cycles with no command from us, counted from the robot's clock;
         ``max_work_ms``: the longest state-in to command-out; ``slow_cycles``: cycles whose
-        work left too little of the 1 ms, see :data:`drivers.franka.loop.SLOW_CYCLE_S`): lost
+        work left too little of the 1 ms, see :data:`drivers.franka.loop.SLOW_CYCLE_S`;
+        ``preempted_cycles``: slow cycles that spent less than half their time on the CPU): lost
         cycles with no slow work point at the network or the machine (the loop was not
         scheduled), whether the control loop runs under SCHED_FIFO (``realtime``;
         ``realtime_refused`` says why not), reflexes and recoveries so far."""
@@ -346,6 +389,7 @@ class FrankaBackend:
             "lost_cycles": 0 if buf is None else int(buf[loop.IDX_LOST_CYCLES]),
             "max_work_ms": 0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_MS]), 3),
             "slow_cycles": 0 if buf is None else int(buf[loop.IDX_SLOW_CYCLES]),
+            "preempted_cycles": 0 if buf is None else int(buf[loop.IDX_PREEMPTED_CYCLES]),
             "max_work_cpu_ms": (
                 0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_CPU_MS]), 3)
             ),
@@ -362,6 +406,13 @@ class FrankaBackend:
         if self._shared is None:
             return 0.0
         return float(loop.read_shared(self._shared)[loop.IDX_SUCCESS_RATE])
+
+    @property
+    def reflex_messages(self) -> list[str]:
+        """The robot's message for each abort since connect, in order (the first
+        ``REFLEX_MESSAGES_KEPT``): which reflex, e.g. ``communication_constraints_violation``."""
+        with self._lock:
+            return list(self._reflex_messages)
 
     @property
     def control_pid(self) -> int | None:
@@ -422,6 +473,8 @@ class FrankaBackend:
                 kind = event[0]
                 if kind == "reflex":
                     self._reflexes += 1
+                    if len(self._reflex_messages) < REFLEX_MESSAGES_KEPT:
+                        self._reflex_messages.append(event[1])
                     self._error = self._last_error = event[1]
                     log.warning("Franka motion aborted: %s", event[1])
                 elif kind == "recovered":
@@ -446,16 +499,49 @@ class FrankaBackend:
                 "robot_rl.core.kinematics, or set ee_frame_tolerance_m=None to skip the check."
             )
 
-    def _wait(self, reached, what: str, goal: np.ndarray) -> None:
-        """Block until ``reached(state)``; raise on timeout or on a reflex during the move."""
-        reflexes = self.reflexes
+    def _may_resume(self, move: _Move, reflexes: int) -> bool:
+        """Whether the aborts since ``move.reflexes`` (now ``reflexes``) may be resumed: only
+        lost-cycles aborts, recovered automatically, within ``move_resumes``."""
+        cfg = self.config
+        if not cfg.auto_recover or move.resumes + reflexes - move.reflexes > cfg.move_resumes:
+            return False
+        with self._lock:
+            since = self._reflex_messages[move.reflexes :]
+        return len(since) == reflexes - move.reflexes and all(
+            reflex_names(m) == [LOST_CYCLES_REFLEX] for m in since
+        )
+
+    def _resume(self, move: _Move, reflexes: int, what: str) -> None:
+        move.resumes += reflexes - move.reflexes
+        move.reflexes = reflexes
+        log.warning(
+            "%s: the robot stopped for lost cycles (%s) and recovered; going on to the goal "
+            "(resume %d of at most %d)",
+            what,
+            LOST_CYCLES_REFLEX,
+            move.resumes,
+            self.config.move_resumes,
+        )
+
+    def _wait(self, reached, what: str, goal: np.ndarray, resend) -> None:
+        """Block until ``reached(state)``; raise on timeout or on a reflex during the move
+        (after a lost-cycles abort, see ``move_resumes``, call ``resend`` and go on)."""
         deadline = time.monotonic() + self.config.move_timeout_s
+        move = _Move(goal, deadline, self.reflexes)
         while True:
             state = self.read_state()
             if reached(state):
                 return
-            if self.reflexes != reflexes or self.error is not None:
-                raise FrankaError(f"{what} aborted by the robot: {self.last_error}")
+            with self._lock:
+                reflexes, error, last = self._reflexes, self._error, self._last_error
+            if reflexes != move.reflexes:
+                if not self._may_resume(move, reflexes):
+                    raise FrankaError(f"{what} aborted by the robot: {last}")
+                if error is None:
+                    self._resume(move, reflexes, what)
+                    resend()
+            elif error is not None:
+                raise FrankaError(f"{what} aborted by the robot: {last}")
             if time.monotonic() > deadline:
                 raise FrankaError(
                     f"{what} did not reach {np.round(goal, 4)} within "

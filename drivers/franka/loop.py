@@ -14,7 +14,8 @@ Protocol with the parent (:class:`drivers.franka.backend.FrankaBackend`):
   robot cycles that passed between two of our reads beyond the one expected, i.e. commands
   we never sent; ``max_work_ms``: the longest time from a state's arrival to our command, and
   ``max_work_cpu_ms`` the CPU time the loop spent in that cycle; ``slow_cycles``: cycles whose
-  work took over ``SLOW_CYCLE_S``), and a sequence number that makes it a seqlock
+  work took over ``SLOW_CYCLE_S``, ``preempted_cycles`` those of them that spent less than half
+  of it on the CPU), and a sequence number that makes it a seqlock
   (:func:`read_shared`);
 - commands (parent -> loop, over a ``Pipe``): ``("pose", (7,))`` Cartesian goal,
   ``("joints", (7,))`` joint goal, ``("hold",)``, ``("fault", nm)``, ``("stall", s)``,
@@ -52,7 +53,8 @@ IDX_LOST_CYCLES = 23
 IDX_MAX_WORK_MS = 24
 IDX_SLOW_CYCLES = 25
 IDX_MAX_WORK_CPU_MS = 26
-STATE_SIZE = 27
+IDX_PREEMPTED_CYCLES = 27
+STATE_SIZE = 28
 
 SLOW_CYCLE_S = 0.0009
 """A cycle whose work (state in -> command out) takes longer than this leaves the command
@@ -87,6 +89,7 @@ class ControlLoop:
         self.max_work_s = 0.0
         self.max_work_cpu_s = 0.0
         self.slow_cycles = 0
+        self.preempted_cycles = 0
         self.realtime: str | None = "not started"
         """None once this process runs at the SCHED_FIFO priority asked for, else why not."""
 
@@ -211,6 +214,8 @@ class ControlLoop:
                 self.max_work_cpu_s = cpu() - c_in
             if work > SLOW_CYCLE_S:
                 self.slow_cycles += 1
+                if cpu() - c_in < 0.5 * work:  # mostly not running: preempted, not computing
+                    self.preempted_cycles += 1
             if self.stopping:
                 return
 
@@ -246,6 +251,7 @@ class ControlLoop:
         buf[IDX_MAX_WORK_MS] = self.max_work_s * 1000.0
         buf[IDX_SLOW_CYCLES] = self.slow_cycles
         buf[IDX_MAX_WORK_CPU_MS] = self.max_work_cpu_s * 1000.0
+        buf[IDX_PREEMPTED_CYCLES] = self.preempted_cycles
         buf[IDX_SEQ] = 2 * self.seq  # even: consistent
 
 

@@ -302,6 +302,19 @@ def arm(franka_sim: FrankaSim) -> Iterator[FrankaBackend]:
     backend.disconnect()
 
 
+def assert_only_machine_aborts(arm: FrankaBackend, since: int) -> None:
+    """Every abort after the first ``since`` was ``communication_constraints_violation``.
+
+    That reflex means 20 cycles in a row without a command. On this VM it comes from the
+    hypervisor taking the vCPU (steal), which even SCHED_FIFO cannot prevent:
+    ``bench/franka_loop.py`` measured 6 such aborts in 120 s while the host stole 12 s of CPU,
+    and none in 120 s with 0.5 s stolen, with the loop's slowest cycle spending ~1.5 ms of CPU
+    in ~15 ms. Any other reflex (joint velocity, acceleration, jerk, torque rate) is the
+    controller's fault and fails the test."""
+    other = [m for m in arm.reflex_messages[since:] if "communication_constraints" not in m]
+    assert not other, f"reflexes not explained by lost cycles: {other}"
+
+
 class TestBackend:
     """Backend tests on one connection, each starting from where the previous one left off."""
 
@@ -322,6 +335,7 @@ class TestBackend:
         arm.move_to_joints(HOME_Q_RAD)
         reflexes = arm.reflexes
         limits = arm.config.reference
+        aborts = [reflexes]  # the reflex count when each target was (re)commanded
         for target in [
             down_pose(0.45, 0.10, 0.25),
             down_pose(0.60, -0.15, 0.15),
@@ -329,10 +343,16 @@ class TestBackend:
             down_pose(0.35, 0.20, 0.40),
         ]:
             arm.command(target, 0.0)
+            aborts[-1] = arm.reflexes
             fastest = 0.0
 
             def settled(target: np.ndarray = target) -> bool:
                 nonlocal fastest
+                if arm.reflexes != aborts[-1]:  # the machine's: re-command once recovered
+                    if arm.error is not None:
+                        return False
+                    aborts[-1] = arm.reflexes
+                    arm.command(target, 0.0)
                 s = arm.read_state()
                 fastest = max(fastest, float(np.linalg.norm(s.tcp_vel[:3])))
                 dpos, drot = pose_error(s.tcp_pose, target)
@@ -340,11 +360,30 @@ class TestBackend:
 
             wait_until(settled, 15.0, f"the TCP to settle at {np.round(target, 3)}")
             assert fastest < 1.3 * limits.max_speed_m_s  # smooth: no faster than the reference
-        assert arm.reflexes == reflexes and arm.error is None
+        assert_only_machine_aborts(arm, reflexes)  # no motion-limit reflex: the law is smooth
+        wait_until(lambda: arm.error is None, 15.0, "no abort left unrecovered")
+
+    def test_move_goes_on_after_lost_cycles(self, arm: FrankaBackend) -> None:
+        """A move the robot stops for lost cycles (here: one cycle of ours 100 ms late) goes
+        on to its goal after the automatic recovery; the abort is counted and named.
+
+        Before any other reflex on this connection: franka-sim keeps naming an earlier abort's
+        reflexes in later abort messages, and a message naming another reflex is not resumed."""
+        arm.move_to(down_pose(0.5, 0.0, 0.3), 0.0)
+        reflexes, recoveries = arm.reflexes, arm.recoveries
+        target = down_pose(0.4, 0.15, 0.3)
+        arm.start_move(target, 0.0)
+        arm.inject_stall(0.1)
+        wait_until(lambda: arm.reflexes > reflexes, 5.0, "the lost-cycles abort")
+        while not arm.move_done():  # raises if the move is given up
+            time.sleep(0.005)
+        assert pose_error(arm.read_state().tcp_pose, target)[0] < arm.config.move_tolerance_m
+        assert any("communication_constraints" in m for m in arm.reflex_messages[reflexes:])
+        assert arm.recoveries > recoveries
 
     def test_recovers_from_injected_abort(self, arm: FrankaBackend) -> None:
         arm.move_to(down_pose(0.5, 0.0, 0.3), 0.0)
-        recoveries = arm.recoveries
+        recoveries, reflexes = arm.recoveries, arm.reflexes
         arm.inject_torque_step(5.0)  # 5 N m in 1 ms: 5000 N m/s, beyond the FCI's 1000
         # Healthy again after automatic recovery. Under CPU load the restarted controller may
         # trip the same reflex once more before it settles; each trip is recovered the same way.
@@ -353,10 +392,22 @@ class TestBackend:
             15.0,
             "automatic error recovery",
         )
-        assert "controller_torque_discontinuity" in (arm.last_error or "")
+        assert any("controller_torque_discontinuity" in m for m in arm.reflex_messages[reflexes:])
         target = down_pose(0.45, -0.1, 0.25)
         arm.move_to(target, 0.0)  # moves again after the recovery
         assert pose_error(arm.read_state().tcp_pose, target)[0] < arm.config.move_tolerance_m
+
+    def test_move_stops_on_other_reflexes(self, arm: FrankaBackend) -> None:
+        """Any other abort (here a torque step beyond the FCI's rate limit) ends the move."""
+        arm.move_to(down_pose(0.5, 0.0, 0.3), 0.0)
+        reflexes = arm.reflexes
+        arm.start_move(down_pose(0.4, -0.15, 0.3), 0.0)
+        arm.inject_torque_step(5.0)
+        with pytest.raises(FrankaError, match="aborted by the robot"):
+            while not arm.move_done():
+                time.sleep(0.005)
+        assert arm.reflexes > reflexes
+        wait_until(lambda: arm.error is None, 15.0, "automatic error recovery")
 
     def test_reports_its_own_slow_cycle(self, arm: FrankaBackend) -> None:
         """One cycle of ours 5 ms late: the robot's clock shows the cycles we never commanded,
@@ -372,7 +423,8 @@ class TestBackend:
         assert after["slow_cycles"] > before["slow_cycles"]
         assert after["max_work_ms"] >= 5.0  # the slowest cycle so far: at least the stall
         assert after["max_work_cpu_ms"] < 0.5 * after["max_work_ms"]  # it slept, not computed
-        assert arm.reflexes == reflexes  # a few lost cycles, not the 20 in a row that abort
+        assert after["preempted_cycles"] > before["preempted_cycles"]
+        assert_only_machine_aborts(arm, reflexes)  # 5 lost cycles, not the 20 that abort
 
     def test_gripper_closes_and_opens(self, arm: FrankaBackend) -> None:
         pose = arm.read_state().tcp_pose
@@ -433,10 +485,18 @@ def test_franka_node_tracks_and_reports_recovery(
 
     client.wait_for(reached, 20.0, "the arm to reach the target over ROS")
     client.wait_for(lambda: "/arm/status" in client.latest, 5.0, "status")
-    assert status()["recoveries"] == 0 and status()["last_error"] is None
-    backend = status()["backend"]  # the backend's figures: torque control runs, no reflex yet
-    assert 0.0 < backend["command_success_rate"] <= 1.0 and backend["reflexes"] == 0
+    backend = status()["backend"]  # the backend's figures: torque control runs
+    assert 0.0 < backend["command_success_rate"] <= 1.0
     assert backend["realtime"] == (backend["realtime_refused"] is None)
+    # No abort so far but the machine's (see assert_only_machine_aborts), each recovered.
+    client.wait_for(
+        lambda: status()["recoveries"] == status()["backend"]["reflexes"],
+        20.0,
+        "every abort so far recovered",
+    )
+    if status()["backend"]["reflexes"]:
+        assert "communication_constraints_violation" in status()["last_error"]
+    recoveries = status()["recoveries"]
 
     # Injected abort: the 1 kHz control process stalls (SIGSTOP) beyond the FCI's budget of 20
     # lost cycles; the simulator aborts the motion as the robot would.
@@ -445,7 +505,9 @@ def test_franka_node_tracks_and_reports_recovery(
     time.sleep(0.2)  # the fault itself is a 200 ms stall, not a wait for anything
     os.kill(loop_pid, signal.SIGCONT)
     client.wait_for(
-        lambda: status()["recoveries"] >= 1, 20.0, "the bridge to report a recovery in status"
+        lambda: status()["recoveries"] > recoveries,
+        20.0,
+        "the bridge to report a recovery in status",
     )
     assert "communication_constraints_violation" in (status()["last_error"] or "")
     target2 = target.copy()
