@@ -9,6 +9,10 @@ write, trained through the Python Trainer API as a user would.
   ``push-v3`` (MT1) with the sparse success reward (1 on success, else 0,
   :class:`robot_rl.wrappers.SuccessReward` over its ``info["success"]``) and termination on
   success, 200-step episodes; the 39-dim observation becomes ``state``.
+- ``metaworld_push_noterm``: ``push-v3`` the same but without termination on success (the
+  reward is 1 on every step the puck is at the goal, for all 200 steps; success is scored as
+  any success step, as for the others): Meta-World's own wrapper says terminating on success
+  during training "leads to instability", the fall we see on push.
 
 Install: ``pip install -c <pins> gymnasium-robotics==1.4.2 metaworld==3.0.0`` where the pins
 hold this repo's ``mujoco==3.17.0`` and numpy / gymnasium (metaworld 3.1.1 pins mujoco 3.3.0).
@@ -31,7 +35,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-EXTERNAL_TASKS = ("fetch_pick_place", "metaworld_pick_place", "metaworld_push")
+EXTERNAL_TASKS = (
+    "fetch_pick_place",
+    "metaworld_pick_place",
+    "metaworld_push",
+    "metaworld_push_noterm",
+)
 
 
 def _patch_gymnasium_robotics() -> None:
@@ -181,9 +190,9 @@ def _make_fetch(seed: int) -> gym.Env:
     return gym.make("FetchPickAndPlace-v4")
 
 
-def _metaworld(env_name: str, policy: str) -> tuple[Callable, Callable]:
+def _metaworld(env_name: str, policy: str, terminate: bool = True) -> tuple[Callable, Callable]:
     """(make, expert) for the Meta-World MT1 task ``env_name`` and its scripted ``policy``
-    class in ``metaworld.policies``."""
+    class in ``metaworld.policies``; ``terminate``: success ends the episode."""
 
     def make(seed: int) -> gym.Env:
         import metaworld
@@ -197,7 +206,7 @@ def _metaworld(env_name: str, policy: str) -> tuple[Callable, Callable]:
             env_name=env_name,
             seed=seed,
             max_episode_steps=200,
-            terminate_on_success=True,
+            terminate_on_success=terminate,
         )
         return SuccessReward(_MetaWorldSuccess(env))
 
@@ -226,6 +235,11 @@ TASKS = {
         "metaworld_push",
         *_metaworld("push-v3", "SawyerPushV3Policy"),
         "sparse success: 1 on success (which ends the episode), else 0",
+    ),
+    "metaworld_push_noterm": ExternalTask(
+        "metaworld_push_noterm",
+        *_metaworld("push-v3", "SawyerPushV3Policy", terminate=False),
+        "sparse success: 1 on every success step, else 0; no termination (200 steps)",
     ),
 }
 
