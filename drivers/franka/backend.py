@@ -277,7 +277,7 @@ class FrankaBackend:
                 ``move_timeout_s``.
         """
         with self._lock:
-            move, reflexes, error, last = self._move, self._reflexes, self._error, self._last_error
+            move = self._move
         if move is None:
             raise FrankaError("move_done() without a move; call start_move() first")
         state = self.read_state()
@@ -285,15 +285,7 @@ class FrankaBackend:
             self._gripper is None or self._gripper.idle
         ):
             return True
-        if reflexes != move.reflexes:
-            if not self._may_resume(move, reflexes):
-                raise FrankaError(f"move_to aborted by the robot: {last}")
-            if error is None:  # recovered, holding where it stopped: go on to the goal
-                self._resume(move, reflexes, "move_to")
-                self.command(move.goal, move.gripper)
-            return False
-        if error is not None:
-            raise FrankaError(f"move_to aborted by the robot: {last}")
+        self._check_aborts(move, "move_to", lambda: self.command(move.goal, move.gripper))
         if time.monotonic() > move.deadline_s:
             where = "the gripper is still moving"
             if not _pose_reached(state, move.goal, self.config):
@@ -499,20 +491,31 @@ class FrankaBackend:
                 "robot_rl.core.kinematics, or set ee_frame_tolerance_m=None to skip the check."
             )
 
-    def _may_resume(self, move: _Move, reflexes: int) -> bool:
-        """Whether the aborts since ``move.reflexes`` (now ``reflexes``) may be resumed: only
-        lost-cycles aborts, recovered automatically, within ``move_resumes``."""
+    def _check_aborts(self, move: _Move, what: str, resend) -> None:
+        """Raise :class:`FrankaError` if an abort ends ``move``. Aborts for lost cycles alone
+        (see ``FrankaConfig.move_resumes``) do not: while the automatic recovery runs this
+        returns (the caller waits on, within the move's deadline), once it is done ``resend``
+        sends the goal again."""
         cfg = self.config
-        if not cfg.auto_recover or move.resumes + reflexes - move.reflexes > cfg.move_resumes:
-            return False
         with self._lock:
+            reflexes, error, last = self._reflexes, self._error, self._last_error
             since = self._reflex_messages[move.reflexes :]
-        return len(since) == reflexes - move.reflexes and all(
-            reflex_names(m) == [LOST_CYCLES_REFLEX] for m in since
+        new = reflexes - move.reflexes
+        if new == 0:
+            if error is not None:  # e.g. a failed recovery or a lost connection
+                raise FrankaError(f"{what} aborted by the robot: {last}")
+            return
+        resumable = (
+            cfg.auto_recover
+            and move.resumes + new <= cfg.move_resumes
+            and len(since) == new
+            and all(reflex_names(m) == [LOST_CYCLES_REFLEX] for m in since)
         )
-
-    def _resume(self, move: _Move, reflexes: int, what: str) -> None:
-        move.resumes += reflexes - move.reflexes
+        if not resumable or (error is not None and error != since[-1]):
+            raise FrankaError(f"{what} aborted by the robot: {last}")
+        if error is not None:
+            return  # the reflex's error: the automatic recovery is still running
+        move.resumes += new
         move.reflexes = reflexes
         log.warning(
             "%s: the robot stopped for lost cycles (%s) and recovered; going on to the goal "
@@ -520,8 +523,9 @@ class FrankaBackend:
             what,
             LOST_CYCLES_REFLEX,
             move.resumes,
-            self.config.move_resumes,
+            cfg.move_resumes,
         )
+        resend()
 
     def _wait(self, reached, what: str, goal: np.ndarray, resend) -> None:
         """Block until ``reached(state)``; raise on timeout or on a reflex during the move
@@ -532,16 +536,7 @@ class FrankaBackend:
             state = self.read_state()
             if reached(state):
                 return
-            with self._lock:
-                reflexes, error, last = self._reflexes, self._error, self._last_error
-            if reflexes != move.reflexes:
-                if not self._may_resume(move, reflexes):
-                    raise FrankaError(f"{what} aborted by the robot: {last}")
-                if error is None:
-                    self._resume(move, reflexes, what)
-                    resend()
-            elif error is not None:
-                raise FrankaError(f"{what} aborted by the robot: {last}")
+            self._check_aborts(move, what, resend)
             if time.monotonic() > deadline:
                 raise FrankaError(
                     f"{what} did not reach {np.round(goal, 4)} within "

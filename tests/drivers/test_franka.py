@@ -40,6 +40,7 @@ from drivers.franka.backend import (  # noqa: E402
     FrankaBackend,
     FrankaConfig,
     FrankaError,
+    reflex_names,
 )
 from drivers.franka.simulator import FrankaSim  # noqa: E402
 
@@ -288,6 +289,21 @@ def test_bad_commands_and_unreachable_robot_give_clear_errors() -> None:
         backend.connect()  # nothing listens there (franka-sim binds 127.0.0.1 only)
     with pytest.raises(FrankaError, match="connect"):
         backend.read_state()
+
+
+def test_reflex_names_are_read_from_libfrankas_messages() -> None:
+    prefix = "libfranka: Move command aborted: motion aborted by reflex! "
+    assert reflex_names(prefix + '["communication_constraints_violation"]') == [
+        "communication_constraints_violation"
+    ]
+    both = prefix + '["communication_constraints_violation", "controller_torque_discontinuity"]'
+    assert reflex_names(both) == [
+        "communication_constraints_violation",
+        "controller_torque_discontinuity",
+    ]
+    assert reflex_names("recovery_failed: no reply") == []
+    with pytest.raises(ValueError, match="move_resumes"):
+        FrankaConfig(move_resumes=-1)
 
 
 # -- franka-sim (fixture ``franka_sim`` in conftest.py) ----------------------------------------
