@@ -373,18 +373,15 @@ class FrankaBackend:
         cycles with no slow work point at the network or the machine (the loop was not
         scheduled), whether the control loop runs under SCHED_FIFO (``realtime``;
         ``realtime_refused`` says why not), reflexes and recoveries so far."""
-        buf = loop.read_shared(self._shared) if self._shared is not None else None
+        # Not connected: all zero, as command_success_rate reports it.
+        buf = np.zeros(loop.STATE_SIZE) if self._shared is None else loop.read_shared(self._shared)
         return {
-            "command_success_rate": (
-                0.0 if buf is None else round(float(buf[loop.IDX_SUCCESS_RATE]), 3)
-            ),
-            "lost_cycles": 0 if buf is None else int(buf[loop.IDX_LOST_CYCLES]),
-            "max_work_ms": 0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_MS]), 3),
-            "slow_cycles": 0 if buf is None else int(buf[loop.IDX_SLOW_CYCLES]),
-            "preempted_cycles": 0 if buf is None else int(buf[loop.IDX_PREEMPTED_CYCLES]),
-            "max_work_cpu_ms": (
-                0.0 if buf is None else round(float(buf[loop.IDX_MAX_WORK_CPU_MS]), 3)
-            ),
+            "command_success_rate": round(float(buf[loop.IDX_SUCCESS_RATE]), 3),
+            "lost_cycles": int(buf[loop.IDX_LOST_CYCLES]),
+            "max_work_ms": round(float(buf[loop.IDX_MAX_WORK_MS]), 3),
+            "slow_cycles": int(buf[loop.IDX_SLOW_CYCLES]),
+            "preempted_cycles": int(buf[loop.IDX_PREEMPTED_CYCLES]),
+            "max_work_cpu_ms": round(float(buf[loop.IDX_MAX_WORK_CPU_MS]), 3),
             "realtime": self.realtime_refused is None,
             "realtime_refused": self.realtime_refused,
             "reflexes": self.reflexes,
