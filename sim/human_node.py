@@ -23,6 +23,11 @@ then it replaces the first observation (the arm is placed after the scene is res
 same stamp). The expert acts in the base env's space of ``--control-hz`` /
 ``--control-rotation``: start the node with the recorder's settings.
 
+An answer published before the reader's subscription has matched this node's writer (DDS
+discovery is not symmetric: the reader may see this publisher first) would reach nobody, and a
+loop in lockstep waits for it: the node re-sends its last answer once when its writer matches
+readers it did not have when the answer went out.
+
 One observation per control period: a lockstep twin publishes one status per ``sim/step``, but
 a real-time twin publishes at its state rate (100 Hz). A status counts as the next step only
 once its stamp is a control period (``1 / --control-hz``) past the last step's; statuses in
@@ -54,6 +59,8 @@ from robot_rl.core.types import TeleopState
 from sim.human import HumanConfig, SimulatedHuman
 
 STAMP_TOL_S = 1e-6
+RESEND_CHECK_S = 0.05
+"""How often the node checks for teleop readers matched after its last answer, seconds."""
 STEP_TOL_S = 5e-4
 """A status at most this much earlier than a full control period after the last step still
 counts as the next step (float stamps of whole physics steps)."""
@@ -149,6 +156,14 @@ class HumanNode(Node):
         self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.TELEOP_JOY)
         self.create_subscription(String, "task/status", self._on_status, qos.STATUS)
         self.rejected = 0
+        # The last answer and how many readers its writer had matched when it went out. A
+        # reader sees this node's publisher (its publisher count) before, or after, this
+        # writer matches the reader: an answer published in between reaches nobody, and a
+        # loop in lockstep would wait for it forever (the next status comes only after its
+        # step). So an answer is re-sent once to readers that matched after it went out.
+        self._answer: tuple[TwistStamped, Joy] | None = None
+        self._sent_to = 0
+        self.create_timer(RESEND_CHECK_S, self._resend_to_new_readers)
 
     def _on_status(self, msg: String) -> None:
         try:
@@ -162,9 +177,24 @@ class HumanNode(Node):
         )
         if reading is None:
             return
-        self.twist_pub.publish(convert.twist_stamped_to_msg(reading.twist, stamp))
         axes, buttons = joy_from_state(reading)
-        self.joy_pub.publish(Joy(header=convert.header(stamp), axes=axes, buttons=buttons))
+        self._answer = (
+            convert.twist_stamped_to_msg(reading.twist, stamp),
+            Joy(header=convert.header(stamp), axes=axes, buttons=buttons),
+        )
+        self._publish_answer()
+
+    def _publish_answer(self) -> None:
+        assert self._answer is not None
+        self._sent_to = self.joy_pub.get_subscription_count()
+        self.twist_pub.publish(self._answer[0])
+        self.joy_pub.publish(self._answer[1])
+
+    def _resend_to_new_readers(self) -> None:
+        if self._answer is not None and self.joy_pub.get_subscription_count() > self._sent_to:
+            stamp = convert.msg_to_time(self._answer[1].header.stamp)
+            self.get_logger().info(f"answer for {stamp:.3f} s re-sent to newly matched readers")
+            self._publish_answer()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,9 @@
 The person drives the arm with the teleop device (as in ``robot-rl record``) and holds the
 ``success`` button while the scene is in the success state. Every observation (the one after
 the reset and the one after each step) is stored as a frame labelled 1 if the success button
-was down at any moment of the control period that ended with that frame, else 0. Format:
+was down at any moment of the control period that ended with that frame, else 0 (with
+``--teleop sim-expert`` on a lockstep twin: the simulated human's answer to that frame, matched
+by stamp, :class:`robot_rl.app.teleop_env.HumanAnswers`). Format:
 :mod:`robot_rl.replay.frames` (images per camera at ``--image-size``, the robot state in the
 learner layout of ``--obs pixels``, label, episode index, step, stamp, and the twin task's own
 success as a reference, -1 on hardware and on a twin setup with ``privileged: false``).
@@ -26,6 +28,7 @@ from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.record import env_wrappers
 from robot_rl.app.teleop_env import (
     ButtonEdges,
+    HumanAnswers,
     Pacer,
     SensorFaults,
     StopFlag,
@@ -152,6 +155,7 @@ class _Labeler:
         self.stopped_by: str | None = None
         self._base, self._attempts = store.num_episodes, 0
         self.faults = SensorFaults(view)
+        self.answers = HumanAnswers.of_session(sess, cfg.io, view)
 
     def run(self) -> dict:
         with StopFlag() as stop:
@@ -172,6 +176,7 @@ class _Labeler:
             "store_negatives": self.store.negatives,
             "store_episodes": self.store.num_episodes,
             "sensor_faults": self.faults.count,
+            "late_teleop_answers": self.answers.late,
             "stopped_by": self.stopped_by,
         }
 
@@ -212,6 +217,8 @@ class _Labeler:
             # A teleop node that has ended (a replayed file played out) sent its last presses
             # before it exited: read them, and stop only if none ends the episode.
             ended = self.sess.teleop_ended()
+            if not ended:
+                self.answers.wait(obs_stamp(obs, default=0.0))  # the human's, in lockstep
             state = teleop.read()  # buttons down during the period that ended with `obs`
             held = LABEL_BUTTON in state.buttons
             truth = info.get(keys.INFO_SUCCESS)  # absent on hardware and privileged: false

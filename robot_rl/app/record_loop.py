@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.app.teleop_env import ButtonEdges, Pacer, SensorFaults, StopFlag
+from robot_rl.app.teleop_env import ButtonEdges, HumanAnswers, Pacer, SensorFaults, StopFlag
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
@@ -27,7 +27,6 @@ def success_label(end: str, success_from: SuccessFrom) -> bool | None:
 
 KEPT_ENDS = ("success", "failure", "reset", "time_limit", "task_success", "task_failure")
 PROGRESS_EVERY = 20  # steps between progress lines without a terminal
-ANSWER_TIMEOUT_S = 2.0  # how long to wait for the simulated human's reading, seconds
 
 
 class Recorder:
@@ -60,9 +59,7 @@ class Recorder:
         self._base = log.num_episodes
         self._attempts = 0
         self._video = _Video(cfg, sess) if cfg.video_dir is not None else None
-        # The simulated human answers each observation; in lockstep, wait for that answer.
-        self._answer = sess.lockstep and cfg.io.teleop == "sim-expert"
-        self._late = 0
+        self.answers = HumanAnswers.of_session(sess, cfg.io, view)
         self.faults = SensorFaults(view)
 
     def run(self) -> dict:
@@ -87,7 +84,7 @@ class Recorder:
             "dropped_unfinished": self.dropped,
             "dataset_episodes": self.log.num_episodes,
             "dataset_steps": self.log.num_steps,
-            "late_teleop_answers": self._late,
+            "late_teleop_answers": self.answers.late,
             "sensor_faults": self.faults.count,
             "stopped_by": self.stopped_by,
             "per_episode": self.per_episode,
@@ -132,10 +129,8 @@ class Recorder:
             # A teleop node that has ended (a replayed file played out) sent its last presses
             # before it exited: read them, and stop only if none ends the episode.
             ended = self.sess.teleop_ended()
-            robot_t = obs_stamp(obs, default=0.0)
-            if self._answer and not ended and not teleop.wait_for_stamp(robot_t, ANSWER_TIMEOUT_S):
-                self._late += 1
-                self.view.event(f"teleop: no answer for robot time {robot_t:.3f} s")
+            if not ended:
+                self.answers.wait(obs_stamp(obs, default=0.0))
             state = teleop.read()
             end = self._end_button(self.edges.update(state.buttons), steps) or (
                 "stopped" if ended else None

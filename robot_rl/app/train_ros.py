@@ -54,7 +54,9 @@ import gymnasium as gym
 
 from robot_rl.app.record import env_wrappers
 from robot_rl.app.teleop_env import (
+    ANSWER_TIMEOUT_S,
     TELEOP_MODULES,
+    HumanAnswers,
     Pacer,
     TeleopOptions,
     load_setup_for_task,
@@ -66,14 +68,12 @@ from robot_rl.core.types import TeleopState
 ROS_CONNECTION = ("launch", "domain_id", "log_dir", "realtime_factor", "teleop_wait_s")
 """Options that say how to reach the ROS 2 graph, not what to train: --resume takes them from
 the call (e.g. resume under `robot-rl up` a run first started with --launch)."""
-ANSWER_TIMEOUT_S = 2.0
-"""Lockstep: how long a step waits for the simulated human's answer, seconds."""
 
 
 class AnsweredTeleop:
     """A :class:`drivers.ros_teleop.RosTeleop` whose :meth:`read` first waits for the answer to
     the current observation (the simulated human in lockstep, which stamps its answer with the
-    observation's sim time).
+    observation's sim time), through :class:`robot_rl.app.teleop_env.HumanAnswers`.
 
     It implements :class:`robot_rl.core.intervention.StepObserver` only to learn the stamp of
     the observation the next step acts on; the decision is the node's.
@@ -82,16 +82,33 @@ class AnsweredTeleop:
         teleop: The connected reader.
         node_ended: Whether the human's node has exited (a missing answer is then an error).
         timeout_s: How long to wait for an answer, seconds.
+        first_timeout_s: How long to wait for the first answer (discovery), seconds.
     """
 
     def __init__(
-        self, teleop: Any, node_ended: Callable[[], bool], timeout_s: float = ANSWER_TIMEOUT_S
+        self,
+        teleop: Any,
+        node_ended: Callable[[], bool],
+        timeout_s: float = ANSWER_TIMEOUT_S,
+        first_timeout_s: float = 30.0,
     ) -> None:
         self.teleop = teleop
         self.node_ended = node_ended
-        self.timeout_s = float(timeout_s)
-        self.late = 0
+        self.answers = HumanAnswers(
+            teleop,
+            True,
+            lambda line: print(f"[train] {line}", file=sys.stderr, flush=True),
+            node_ended,
+            timeout_s=timeout_s,
+            first_timeout_s=first_timeout_s,
+            log_hint="; see its log under the node log directory (--log-dir)/teleop",
+        )
         self._stamp: float | None = None
+
+    @property
+    def late(self) -> int:
+        """Steps that went on without their answer."""
+        return self.answers.late
 
     def connect(self) -> None:
         self.teleop.connect()
@@ -110,19 +127,12 @@ class AnsweredTeleop:
 
         Raises:
             RuntimeError: No answer and the human's node has exited.
+            TimeoutError: No first answer within ``first_timeout_s`` (see :class:`HumanAnswers`).
         """
-        if self._stamp is not None and not self.teleop.wait_for_stamp(self._stamp, self.timeout_s):
-            if self.node_ended():
-                raise RuntimeError(
-                    "the simulated human's node (sim.human_node) exited; see its log under the "
-                    "node log directory (--log-dir)/teleop"
-                )
-            self.late += 1
-            print(
-                f"[train] no answer from the simulated human for robot time {self._stamp:.3f} s "
-                f"within {self.timeout_s:g} s ({self.late} so far); stepping with the last one",
-                file=sys.stderr,
-                flush=True,
+        if self._stamp is not None and not self.answers.wait(self._stamp) and self.node_ended():
+            raise RuntimeError(
+                "the simulated human's node (sim.human_node) exited; see its log under the "
+                "node log directory (--log-dir)/teleop"
             )
         return self.teleop.read()
 
@@ -266,7 +276,9 @@ def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
         answered = None
         inner: gym.Env = sess.env
         if cmd.human == "sim" and sess.lockstep:
-            teleop = answered = AnsweredTeleop(sess.teleop, sess.teleop_ended)
+            teleop = answered = AnsweredTeleop(
+                sess.teleop, sess.teleop_ended, first_timeout_s=cmd.teleop_wait_s
+            )
         if cmd.human == "teleop" and sess.lockstep and cmd.realtime_factor > 0:
             inner = Paced(inner, sess.backend.env_cfg.control_dt_s / cmd.realtime_factor)
         cfg = InterventionConfig(hold_steps=cmd.intervention_hold_steps)

@@ -11,6 +11,7 @@ simulated human (sim.human_node) taking over through the teleop topics.
 - --reward rm/: a classifier (trained here on a few twin frames) labels every step; its cameras
   are subscribed beside the state observation and resized from 128 to its 64 x 64;
 - RosTeleop waits for the joy message of an answer and drops latches of an earlier episode;
+  the first answer of a session is awaited past the per-step timeout (discovery);
   the human node answers once per control period of a real-time twin's 100 Hz statuses.
 
 ROS domain ids: the h9_domain fixture (60..69, leased across processes).
@@ -284,6 +285,55 @@ def test_ros_teleop_waits_for_the_joy_answer_and_forgets_an_earlier_episode(
         joy(0.2, [0, 0, 0, 0, 0])
         r = teleop.read()
         assert r.buttons == {"intervene"} and r.gripper == 1.0
+    finally:
+        teleop.disconnect()
+
+
+def test_the_first_answer_is_awaited_past_the_step_timeout_and_none_is_a_clear_error(
+    ros_client_factory, h9_domain: int
+) -> None:
+    """HumanAnswers (record, label, train --human sim in lockstep): the first answer of a
+    session comes when the human's node hears the twin, which DDS discovery may delay by
+    seconds after this reader matched its publisher; the loop must not step before it (the CI
+    failure of label on a blind twin: whole episodes stepped with no input, labels an episode
+    late). Later answers have the short per-step timeout; none at the start is an error."""
+    import threading
+
+    from drivers.ros_teleop import RosTeleop
+    from robot_rl.app.teleop_env import HumanAnswers
+
+    client = ros_client_factory(h9_domain)
+    joy_pub = client.publisher(Joy, "/arm/teleop/joy", qos.COMMAND)
+    teleop = RosTeleop()
+    teleop.connect()
+    reports: list[str] = []
+    try:
+        _wait(lambda: joy_pub.get_subscription_count() > 0, 20, "the joy subscription")
+        step_s = 0.2
+        answers = HumanAnswers(teleop, True, reports.append, timeout_s=step_s, first_timeout_s=60)
+        # the human hears the twin only after several step timeouts: its answer to the first
+        # observation (robot time 0.0, success held) is published then
+        answer = Joy(header=convert.header(0.0), axes=[0.0] * 7, buttons=[0, 1, 0, 0, 0])
+        late = threading.Timer(5 * step_s, joy_pub.publish, (answer,))
+        late.start()
+        try:
+            assert answers.wait(0.0)
+        finally:
+            late.join()
+        assert answers.late == 0 and reports == []
+        assert teleop.read().buttons == {"success"}  # the answer to the frame held
+        # after the first answer a missing one costs one step timeout, counted and reported
+        assert not answers.wait(0.1)
+        assert answers.late == 1 and "no answer" in reports[0]
+        # a human that never answers: the session stops with what to look at
+        never = HumanAnswers(teleop, True, reports.append, first_timeout_s=1.0, log_hint="; X")
+        with pytest.raises(TimeoutError, match="did not answer the first observation.*; X"):
+            never.wait(5.0)
+        # a human whose node has exited: no wait, not counted (the loop sees the end)
+        gone = HumanAnswers(teleop, True, reports.append, lambda: True, first_timeout_s=60)
+        assert not gone.wait(5.0) and gone.late == 0
+        # off (real time, a person's device): nothing is awaited
+        assert HumanAnswers(teleop, False, reports.append).wait(5.0)
     finally:
         teleop.disconnect()
 
