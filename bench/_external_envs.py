@@ -13,6 +13,11 @@ write, trained through the Python Trainer API as a user would.
   reward is 1 on every step the puck is at the goal, for all 200 steps; success is scored as
   any success step, as for the others): Meta-World's own wrapper says terminating on success
   during training "leads to instability", the fall we see on push.
+- ``metaworld_push_fresh``: ``push-v3`` with termination, but every reset draws a fresh puck /
+  goal layout from the task's whole range. MT1 draws 50 layouts per ``make`` seed and every
+  episode takes one of them, so the train env (seed s), the eval env (s + 10000) and the demo
+  env (s + 20000) each have their own 50: the agent trained on 50 layouts and was scored on 50
+  others.
 
 Install: ``pip install -c <pins> gymnasium-robotics==1.4.2 metaworld==3.0.0`` where the pins
 hold this repo's ``mujoco==3.17.0`` and numpy / gymnasium (metaworld 3.1.1 pins mujoco 3.3.0).
@@ -40,6 +45,7 @@ EXTERNAL_TASKS = (
     "metaworld_pick_place",
     "metaworld_push",
     "metaworld_push_noterm",
+    "metaworld_push_fresh",
 )
 
 
@@ -133,7 +139,15 @@ class FetchExpert:
 
 class _MetaWorldSuccess(gym.Wrapper):
     """Meta-World's 39-dim Box observation as ``{"state": ...}`` and ``info["success"]`` as
-    ``info["is_success"]`` (the key robot_rl's SuccessReward and evaluation read)."""
+    ``info["is_success"]`` (the key robot_rl's SuccessReward and evaluation read).
+
+    ``reset(seed=s)`` gives the same layout for the same ``s``. Meta-World's MT1 env does not:
+    its ``RandomTaskSelectWrapper`` draws the episode's task (one of 50 object / goal layouts)
+    from the env's generator *before* passing the seed on, so the layout of ``reset(seed=s)``
+    depends on what came before, and the "same evaluation episodes every time"
+    (``eval_seed + i``) were 30 fresh random layouts at every evaluation. The env's generator
+    is seeded here first, so the draw is a function of ``s`` (still uniform over the 50).
+    """
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
@@ -146,6 +160,8 @@ class _MetaWorldSuccess(gym.Wrapper):
         return {"state": np.asarray(o, dtype=np.float32)}
 
     def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.unwrapped.np_random, _ = gym.utils.seeding.np_random(seed)
         o, info = self.env.reset(seed=seed, options=options)
         return self._obs(o), {**info, "is_success": False}
 
@@ -190,9 +206,27 @@ def _make_fetch(seed: int) -> gym.Env:
     return gym.make("FetchPickAndPlace-v4")
 
 
-def _metaworld(env_name: str, policy: str, terminate: bool = True) -> tuple[Callable, Callable]:
+def _unfreeze_layouts(env: gym.Env) -> None:
+    """MT1 fixes 50 layouts (``rand_vec``) per ``make`` seed and sets one at every reset; make
+    every reset draw its own from the env's seeded generator instead."""
+    from metaworld.wrappers import RandomTaskSelectWrapper
+
+    e = env
+    while not isinstance(e, RandomTaskSelectWrapper):
+        e = e.env
+    e.reset(seed=0)  # sets a task once (the env needs one), then never again
+    e.toggle_sample_tasks_on_reset(False)
+    base = env.unwrapped
+    base._freeze_rand_vec, base.seeded_rand_vec = False, True
+
+
+def _metaworld(
+    env_name: str, policy: str, terminate: bool = True, fresh_layouts: bool = False
+) -> tuple[Callable, Callable]:
     """(make, expert) for the Meta-World MT1 task ``env_name`` and its scripted ``policy``
-    class in ``metaworld.policies``; ``terminate``: success ends the episode."""
+    class in ``metaworld.policies``; ``terminate``: success ends the episode;
+    ``fresh_layouts``: every reset draws a new object / goal layout from the task's whole range
+    (a function of the reset's seed) instead of one of the 50 layouts MT1 fixes at ``make``."""
 
     def make(seed: int) -> gym.Env:
         import metaworld
@@ -208,6 +242,8 @@ def _metaworld(env_name: str, policy: str, terminate: bool = True) -> tuple[Call
             max_episode_steps=200,
             terminate_on_success=terminate,
         )
+        if fresh_layouts:
+            _unfreeze_layouts(env)
         return SuccessReward(_MetaWorldSuccess(env))
 
     def expert(env: gym.Env) -> MetaWorldExpert:
@@ -235,6 +271,11 @@ TASKS = {
         "metaworld_push",
         *_metaworld("push-v3", "SawyerPushV3Policy"),
         "sparse success: 1 on success (which ends the episode), else 0",
+    ),
+    "metaworld_push_fresh": ExternalTask(
+        "metaworld_push_fresh",
+        *_metaworld("push-v3", "SawyerPushV3Policy", fresh_layouts=True),
+        "sparse success: 1 on success (which ends the episode), else 0; a fresh layout per reset",
     ),
     "metaworld_push_noterm": ExternalTask(
         "metaworld_push_noterm",

@@ -192,7 +192,7 @@ class SuiteConfig:
 
 STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+human": 10_000,
          "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000, "metaworld_push": 30_000,
-         "metaworld_push_noterm": 30_000,
+         "metaworld_push_noterm": 30_000, "metaworld_push_fresh": 30_000,
          "pick_cube:shaped": 10_000}  # fmt: skip
 
 

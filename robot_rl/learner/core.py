@@ -219,6 +219,9 @@ class LearnerCore:
                 mean_length=res.mean_length,
                 eval_episodes=cfg.eval_episodes,
                 eval_wall_s=time.perf_counter() - t0,
+                # episode i resets with eval_seed + i at every evaluation: which episodes
+                # (initial states, goals) a policy wins or loses, evaluation after evaluation
+                episode_success=[int(e.success) for e in res.episodes],
             )
             tb.add_scalar("eval/success_rate", res.success_rate, st.env_steps)
             tb.add_scalar("eval/mean_return", res.mean_return, st.env_steps)

@@ -60,6 +60,9 @@ def test_foreign_env_learns_and_writes_run_files(tmp_path):
     assert [e["env_steps"] for e in evals] == [0, 500, 1000]
     assert evals[-1]["success_rate"] >= 0.8, evals
     assert evals[-1]["mean_return"] > evals[0]["mean_return"]
+    for e in evals:  # which of the fixed evaluation episodes were won, in seed order
+        assert len(e["episode_success"]) == e["eval_episodes"]
+        assert np.mean(e["episode_success"]) == e["success_rate"]
     assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert any((run / "tb").iterdir())
     cfg = json.loads((run / "config.json").read_text())
