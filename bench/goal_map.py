@@ -17,7 +17,12 @@ Prints one JSON object per run (figures over the evaluations from ``--from-step`
 flips between consecutive evaluations (won -> lost, lost -> won), the share of episodes always
 won / never won / mixed, and for the largest drop how many of the episodes it lost had been won
 at each of the three evaluations before. Writes a PNG: one panel per run, rows evaluations,
-columns episodes ordered by how often they were won, green won, grey lost.
+columns episodes ordered by how often they were won, green won, grey lost. With ``--task``
+(an external task of ``bench/_external_envs.py``) a second row of panels places each
+evaluation episode at its object (o) and goal (x) position, coloured by how often it was won
+from ``--from-step`` on: lost layouts in one region are a coverage gap, scattered ones churn.
+The eval env is rebuilt as ``bench/sparse_suite.py`` builds it (``make(seed + 10000)``, the
+run's seed and eval seed from its ``config.json``).
 """
 
 from __future__ import annotations
@@ -81,15 +86,48 @@ def figures(steps: np.ndarray, won: np.ndarray, from_step: int) -> dict:
     }
 
 
-def plot(runs: list[tuple[str, np.ndarray, np.ndarray]], png: Path) -> None:
+def layouts(task: str, run: Path, episodes: int) -> np.ndarray:
+    """(N, 4) object xy and goal xy of the run's evaluation episodes (Meta-World state:
+    object at [4:6], goal at [-3:-1])."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _external_envs as ext
+
+    train = json.loads((run / "config.json").read_text())["train"]
+    env = ext.TASKS[task].make(int(train["seed"]) + 10_000)
+    out = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=int(train["eval_seed"]) + i)
+        st = np.asarray(obs["state"])
+        out.append([st[4], st[5], st[-3], st[-2]])
+    env.close()
+    return np.array(out)
+
+
+def plot(runs: list[tuple[str, np.ndarray, np.ndarray, np.ndarray | None]], png: Path,
+         from_step: int) -> None:  # fmt: skip
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.5 * len(runs), 4.5), squeeze=False)
-    for ax, (name, steps, won) in zip(axes[0], runs, strict=True):
+    rows = 2 if any(r[3] is not None for r in runs) else 1
+    fig, axes = plt.subplots(rows, len(runs), figsize=(4.5 * len(runs), 4.5 * rows), squeeze=False)
+    for ax, (_, steps, won, lay) in zip(axes[-1], runs, strict=True):
+        if lay is None:
+            ax.axis("off")
+            continue
+        freq = won[steps >= from_step].mean(axis=0)
+        for xy, marker in ((lay[:, :2], "o"), (lay[:, 2:], "x")):
+            sc = ax.scatter(xy[:, 0], xy[:, 1], c=freq, cmap="RdYlGn", vmin=0, vmax=1,
+                            marker=marker, s=30)  # fmt: skip
+        for row in lay:
+            ax.plot([row[0], row[2]], [row[1], row[3]], color="#bbbbbb", lw=0.5, zorder=0)
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+        ax.set_title(f"o object, x goal: share won from {from_step // 1000}k", fontsize=9)
+        fig.colorbar(sc, ax=ax, fraction=0.046)
+    for ax, (name, steps, won, _) in zip(axes[0], runs, strict=True):
         order = np.argsort(-won.mean(axis=0), kind="stable")
         ax.imshow(
             won[:, order],
@@ -116,12 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--png", type=Path, default=None, help="write the map here")
     p.add_argument("--jsonl", type=Path, default=None, help="append the JSON objects here")
     p.add_argument("--from-step", type=int, default=0, help="figures from this env step on")
+    p.add_argument("--task", default=None, help="external task: also map the layouts")
     args = p.parse_args(argv)
     drawn = []
     for run in args.runs:
         try:
             steps, won = read_map(run)
-            out = {"benchmark": "goal_map", "run": str(run)}
+            out = {"benchmark": "goal_map", "run": str(run), "task": args.task}
             out.update(figures(steps, won, args.from_step))
         except (OSError, ValueError) as e:
             p.error(f"{run}: {e}")
@@ -130,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.jsonl is not None:
             with open(args.jsonl, "a") as f:
                 f.write(line + "\n")
-        drawn.append((run.parent.name if run.name == "run" else run.name, steps, won))
+        lay = layouts(args.task, run, won.shape[1]) if args.task else None
+        drawn.append((run.parent.name if run.name == "run" else run.name, steps, won, lay))
     if args.png is not None:
-        plot(drawn, args.png)
+        plot(drawn, args.png, args.from_step)
         print(f"wrote {args.png}", file=sys.stderr)
     return 0
 
