@@ -160,7 +160,9 @@ class HumanNode(Node):
         # reader sees this node's publisher (its publisher count) before, or after, this
         # writer matches the reader: an answer published in between reaches nobody, and a
         # loop in lockstep would wait for it forever (the next status comes only after its
-        # step). So an answer is re-sent once to readers that matched after it went out.
+        # step). So an answer is re-sent once to readers that matched after it went out. (A
+        # reader that matched during the publish gets it twice: harmless, as this node holds
+        # buttons for whole frames and never taps one.)
         self._answer: tuple[TwistStamped, Joy] | None = None
         self._sent_to = 0
         self.create_timer(RESEND_CHECK_S, self._resend_to_new_readers)
