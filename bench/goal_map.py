@@ -21,7 +21,7 @@ columns episodes ordered by how often they were won, green won, grey lost. With 
 (an external task of ``bench/_external_envs.py``) a second row of panels places each
 evaluation episode at its object (o) and goal (x) position, coloured by how often it was won
 from ``--from-step`` on: lost layouts in one region are a coverage gap, scattered ones churn.
-The eval env is rebuilt as ``bench/sparse_suite.py`` builds it (``make(seed + 10000)``, the
+The eval env is rebuilt as ``bench/sparse_suite.py`` builds it (``EVAL_ENV_SEED_OFFSET``, the
 run's seed and eval seed from its ``config.json``).
 """
 
@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def read_map(run: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -89,11 +91,11 @@ def figures(steps: np.ndarray, won: np.ndarray, from_step: int) -> dict:
 def layouts(task: str, run: Path, episodes: int) -> np.ndarray:
     """(N, 4) object xy and goal xy of the run's evaluation episodes (Meta-World state:
     object at [4:6], goal at [-3:-1])."""
-    sys.path.insert(0, str(Path(__file__).parent))
     import _external_envs as ext
+    from sparse_suite import EVAL_ENV_SEED_OFFSET
 
     train = json.loads((run / "config.json").read_text())["train"]
-    env = ext.TASKS[task].make(int(train["seed"]) + 10_000)
+    env = ext.TASKS[task].make(int(train["seed"]) + EVAL_ENV_SEED_OFFSET)
     out = []
     for i in range(episodes):
         obs, _ = env.reset(seed=int(train["eval_seed"]) + i)

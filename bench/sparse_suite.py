@@ -41,6 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sample_efficiency import machine_info  # noqa: E402
 
+EVAL_ENV_SEED_OFFSET, DEMO_ENV_SEED_OFFSET = 10_000, 20_000
+"""An external task's eval env and demo env are made with the run's seed plus these
+(``bench/goal_map.py`` rebuilds the eval env with it)."""
+
 TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human")
 """Twin tasks (sparse reward); each also as ``task:shaped``."""
 
@@ -279,8 +283,9 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
     from robot_rl.learner.loop import Trainer
 
     spec = ext.TASKS[task]
-    env, eval_env = spec.make(seed), spec.make(seed + 10_000)
-    demos = ext.expert_demos(spec, spec.make(seed + 20_000), cfg.demos, seed=2_000_000 + seed)
+    env, eval_env = spec.make(seed), spec.make(seed + EVAL_ENV_SEED_OFFSET)
+    demo_env = spec.make(seed + DEMO_ENV_SEED_OFFSET)
+    demos = ext.expert_demos(spec, demo_env, cfg.demos, seed=2_000_000 + seed)
     sac = _sac(config)
     tcfg = TrainConfig(
         total_env_steps=cfg.steps or _steps(task), seed=seed, eval_every_steps=cfg.eval_every,

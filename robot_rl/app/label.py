@@ -7,7 +7,7 @@ The person drives the arm with the teleop device (as in ``robot-rl record``) and
 the reset and the one after each step) is stored as a frame labelled 1 if the success button
 was down at any moment of the control period that ended with that frame, else 0 (with
 ``--teleop sim-expert`` on a lockstep twin: the simulated human's answer to that frame, matched
-by stamp, :class:`robot_rl.app.teleop_env.HumanAnswers`). Format:
+by stamp, :class:`robot_rl.app.human_answers.HumanAnswers`). Format:
 :mod:`robot_rl.replay.frames` (images per camera at ``--image-size``, the robot state in the
 learner layout of ``--obs pixels``, label, episode index, step, stamp, and the twin task's own
 success as a reference, -1 on hardware and on a twin setup with ``privileged: false``).
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.human_answers import HumanAnswers
 from robot_rl.app.record import env_wrappers
 from robot_rl.app.teleop_env import (
     ButtonEdges,
-    HumanAnswers,
     Pacer,
     SensorFaults,
     StopFlag,

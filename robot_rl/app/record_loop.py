@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.app.teleop_env import ButtonEdges, HumanAnswers, Pacer, SensorFaults, StopFlag
+from robot_rl.app.human_answers import HumanAnswers
+from robot_rl.app.teleop_env import ButtonEdges, Pacer, SensorFaults, StopFlag
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action

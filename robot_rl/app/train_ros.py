@@ -52,11 +52,10 @@ from typing import Any
 
 import gymnasium as gym
 
+from robot_rl.app.human_answers import ANSWER_TIMEOUT_S, HumanAnswers
 from robot_rl.app.record import env_wrappers
 from robot_rl.app.teleop_env import (
-    ANSWER_TIMEOUT_S,
     TELEOP_MODULES,
-    HumanAnswers,
     Pacer,
     TeleopOptions,
     load_setup_for_task,
@@ -73,7 +72,7 @@ the call (e.g. resume under `robot-rl up` a run first started with --launch)."""
 class AnsweredTeleop:
     """A :class:`drivers.ros_teleop.RosTeleop` whose :meth:`read` first waits for the answer to
     the current observation (the simulated human in lockstep, which stamps its answer with the
-    observation's sim time), through :class:`robot_rl.app.teleop_env.HumanAnswers`.
+    observation's sim time), through :class:`robot_rl.app.human_answers.HumanAnswers`.
 
     It implements :class:`robot_rl.core.intervention.StepObserver` only to learn the stamp of
     the observation the next step acts on; the decision is the node's.

@@ -300,7 +300,7 @@ def test_the_first_answer_is_awaited_past_the_step_timeout_and_none_is_a_clear_e
     import threading
 
     from drivers.ros_teleop import RosTeleop
-    from robot_rl.app.teleop_env import HumanAnswers
+    from robot_rl.app.human_answers import HumanAnswers
 
     client = ros_client_factory(h9_domain)
     joy_pub = client.publisher(Joy, "/arm/teleop/joy", qos.COMMAND)
