@@ -18,6 +18,8 @@ write, trained through the Python Trainer API as a user would.
   episode takes one of them, so the train env (seed s), the eval env (s + 10000) and the demo
   env (s + 20000) each have their own 50: the agent trained on 50 layouts and was scored on 50
   others.
+- ``metaworld_pick_place_fresh``: ``pick-place-v3`` the same way, a fresh object / goal layout
+  per reset.
 
 Install: ``pip install -c <pins> gymnasium-robotics==1.4.2 metaworld==3.0.0`` where the pins
 hold this repo's ``mujoco==3.17.0`` and numpy / gymnasium (metaworld 3.1.1 pins mujoco 3.3.0).
@@ -46,6 +48,7 @@ EXTERNAL_TASKS = (
     "metaworld_push",
     "metaworld_push_noterm",
     "metaworld_push_fresh",
+    "metaworld_pick_place_fresh",
 )
 
 
@@ -275,6 +278,11 @@ TASKS = {
     "metaworld_push_fresh": ExternalTask(
         "metaworld_push_fresh",
         *_metaworld("push-v3", "SawyerPushV3Policy", fresh_layouts=True),
+        "sparse success: 1 on success (which ends the episode), else 0; a fresh layout per reset",
+    ),
+    "metaworld_pick_place_fresh": ExternalTask(
+        "metaworld_pick_place_fresh",
+        *_metaworld("pick-place-v3", "SawyerPickPlaceV3Policy", fresh_layouts=True),
         "sparse success: 1 on success (which ends the episode), else 0; a fresh layout per reset",
     ),
     "metaworld_push_noterm": ExternalTask(

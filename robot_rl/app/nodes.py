@@ -15,7 +15,10 @@ Supervision:
   exit status, its log file and the log's last lines (:mod:`robot_rl.app.supervision` reports
   it; exit code :data:`robot_rl.app.supervision.EXIT_NODE_DIED`);
 - :meth:`Supervisor.stop`: SIGINT to every node's process group (rclpy nodes shut down cleanly
-  on it), then SIGTERM after the timeout, then SIGKILL after as long again.
+  on it), then SIGTERM after the timeout, then SIGKILL after as long again;
+- a node outlives no supervisor: it runs under ``setpriv --pdeathsig SIGTERM`` (Linux
+  util-linux), so the kernel sends it SIGTERM when the supervising process dies, even by
+  SIGKILL, which no handler of ours can catch (:func:`die_with_parent`).
 
 ``<log_dir>/up.json`` holds the live state (pid, state, restarts, last exit code per node),
 rewritten atomically on every change, for tools and tests.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,7 +241,7 @@ class Supervisor:
         return changed
 
     def _spawn(self, node: NodeProcess) -> None:
-        argv = node.spec.command(self._python)
+        argv = die_with_parent(node.spec.command(self._python))
         env = dict(self._env)
         env.update(dict(node.spec.env))
         node.starts += 1
@@ -326,6 +330,23 @@ def _group_alive(pgid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` run so that the kernel sends it SIGTERM when the process starting it dies.
+
+    Nodes run in their own sessions (signals for the node reach its children, a Ctrl-C at the
+    terminal does not), so nothing else would end them when their supervisor is SIGKILLed: a
+    driver or teleop node would go on publishing to the robot's topics with no one to stop it.
+    ``setpriv --pdeathsig`` sets the Linux parent-death signal and execs ``argv`` (no wrapper
+    process stays). The "parent" is the thread that starts the process, so start from a thread
+    that lives as long as the node should (the supervisor's main loop or its watch thread).
+    Without ``setpriv`` (not Linux, no util-linux) ``argv`` is returned as it is.
+    """
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or not sys.platform.startswith("linux"):
+        return list(argv)
+    return [setpriv, "--pdeathsig", "SIGTERM", "--", *argv]
 
 
 def _signal_group(pgid: int | None, sig: int) -> None:

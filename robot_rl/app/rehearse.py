@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 import yaml
 
+from robot_rl.app.nodes import die_with_parent
 from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
 from sim.human import HumanConfig
 
@@ -241,7 +242,9 @@ class Rehearsal:
         self.logs.mkdir(parents=True, exist_ok=True)
         out = (self.logs / f"{name}.json").open("w")
         err = (self.logs / f"{name}.log").open("w")
-        cmd = self._cmd(*args)
+        # `up` (and every step) ends with the rehearsal even when it is SIGKILLed: up's SIGTERM
+        # handler then stops its nodes.
+        cmd = die_with_parent(self._cmd(*args))
         if nice:
             cmd = ["nice", "-n", str(nice), *cmd]
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env, start_new_session=True)

@@ -350,3 +350,29 @@ def test_up_reports_a_required_node_killed_while_it_runs(
     assert "| === robot-rl up: start 1" in err  # the log's last lines follow
     assert up.node("teleop")["last_exit"] == -signal.SIGKILL
     assert all(_gone(pid) for pid in up.pids)
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone or a zombie (ended; whoever inherited it may not have reaped it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux")
+def test_nodes_end_when_up_is_sigkilled(tmp_path: Path, a2_domain: int, up_factory) -> None:
+    """SIGKILL reaches no handler of `up`, and its nodes run in their own sessions: without the
+    parent-death signal they would go on publishing to the robot's topics, supervised by no one.
+    """
+    up = up_factory(_write_setup(tmp_path, [_teleop()]), a2_domain)
+    up.wait(lambda: up.node("teleop").get("state") == "running", 30, "teleop running")
+    pid = up.node("teleop")["pid"]
+    assert not _ended(pid)
+    up.proc.send_signal(signal.SIGKILL)
+    up.proc.wait(10)
+    end = time.monotonic() + 30
+    while not _ended(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _ended(pid), "the node outlived its supervisor"
