@@ -218,3 +218,39 @@ def test_refuses_an_action_wrapper_without_inverse_and_bad_configs():
         InterventionConfig(hold_steps=-1)
     with pytest.raises(ValueError, match="deadzone"):
         InterventionConfig(deadzone=1.5)
+
+
+def test_the_previous_action_is_the_one_that_ran_human_or_policy():
+    """PreviousAction under Intervention: the next observation holds the action the arm
+    executed (the human's while a person takes over, the policy's otherwise), zeros after a
+    reset, and the stored transition's action equals the next observation's prev_action."""
+    from robot_rl.wrappers import PreviousAction
+
+    env_cfg = EnvConfig(max_episode_steps=200, control_rotation=False)
+    b = make_sim_backend("reach", SimConfig(cameras=()), env_cfg)
+    base = RobotEnv(b.robot, b.cameras, b.task, b.clock, env_cfg)
+    human = [None, None, _reading([0.5, 0.0, -0.5, 0, 0, 0], gripper=1.0)]
+    env = Intervention(FlattenState(PreviousAction(base)), ReplayTeleop(human))
+    flat = env.env
+    sl = flat.slices["prev_action"]
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs[keys.STATE][sl], np.zeros(4))
+    rng = np.random.default_rng(0)
+    for i in range(len(human)):
+        proposal = rng.uniform(-1, 1, 4).astype(np.float32)
+        obs, *_ = env.step(proposal)
+        step = env.last_step
+        assert step.intervened == (i >= 2)  # from the human's reading on (and its hold)
+        np.testing.assert_allclose(obs[keys.STATE][sl], step.action, atol=1e-6)
+        if not step.intervened:
+            np.testing.assert_allclose(obs[keys.STATE][sl], proposal, atol=1e-6)
+        else:
+            assert not np.allclose(step.action, proposal)
+    assert not np.allclose(obs[keys.STATE][sl], 0)
+    obs, _ = env.reset(seed=1)
+    np.testing.assert_array_equal(obs[keys.STATE][sl], np.zeros(4))
+    with pytest.raises(ValueError):
+        env.step(np.full(4, np.nan, np.float32))
+    obs, *_ = env.step(np.zeros(4, np.float32))
+    np.testing.assert_array_equal(obs[keys.STATE][sl], np.zeros(4))  # the NaN never counted
+    env.close()

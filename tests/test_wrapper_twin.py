@@ -293,3 +293,33 @@ def test_sparse_reward_needs_success_in_info():
         env.step(np.zeros(1))
     with pytest.raises(ValueError, match="success_reward"):
         SuccessReward(NoSuccess(), success_reward=0.0)
+
+
+def test_previous_action_is_a_state_part_and_other_data():
+    """--previous-action: the learner env observes prev_action (the policy's 4-dim action);
+    demos collected without it are other data, refused by the settings check."""
+    from robot_rl.app.build import make_env_from_setup
+    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings, settings_difference
+
+    lenv = LearnerEnvConfig(task="pick_cube", obs="state", previous_action=True)
+    env, b = make_env_from_setup(lenv.env_setup())
+    try:
+        flat = next(e for e in _stack(env) if isinstance(e, FlattenState))
+        sl = flat.slices["prev_action"]
+        obs, _ = env.reset(seed=0)
+        assert sl.stop - sl.start == env.action_space.shape[0] == 4
+        a = np.array([0.3, -0.2, 0.1, 2.0], np.float32)  # the gripper beyond the bounds
+        obs, *_ = env.step(a)
+        np.testing.assert_allclose(obs[keys.STATE][sl], [0.3, -0.2, 0.1, 1.0], atol=1e-6)
+        assert env.observation_space.contains(obs)
+    finally:
+        env.close()
+        b.close()
+    plain = LearnerEnvConfig(task="pick_cube", obs="state")
+    assert not same_data_settings(plain.to_json(), lenv)
+    assert "previous_action: False in the data, True here" in settings_difference(
+        plain.to_json(), lenv
+    )
+    # Datasets written before the setting existed had no previous action.
+    legacy = {k: v for k, v in plain.to_json().items() if k != "previous_action"}
+    assert same_data_settings(legacy, plain) and not same_data_settings(legacy, lenv)

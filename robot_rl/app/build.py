@@ -9,6 +9,7 @@ Composition order (innermost first)::
     make_sim_backend(task) -> RobotEnv(robot, cameras, task, clock)
       -> ObjectState                                  (declared sim object state -> obs)
       -> GripperDiscretize -> RelativeFrame          (action / frame wrappers)
+      -> FixedGripper -> PreviousAction               (the policy's previous action -> obs)
       -> ImageCropResize -> [LearnedReward]           (learned reward: see make_env)
       -> FlattenState -> TimeLimit                    (observation / episode wrappers)
       -> Intervention                                 (training with --human: outermost;
@@ -75,6 +76,9 @@ class WrapperConfig:
     success_reward: bool = False
     """Replace the task's shaped reward with the binary success reward (SuccessReward: 1 on
     a success step, else 0), the reward a real robot has."""
+    previous_action: bool = False
+    """Observe the previous step's action as the state part ``prev_action`` (PreviousAction):
+    the target the arm still tracks while the next action is on its way."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gripper_threshold < 1.0:
@@ -308,6 +312,8 @@ def apply_wrappers(
         env = w.RelativeFrame(env)
     if cfg.fixed_gripper is not None:  # outside RelativeFrame, which expects the gripper last
         env = w.FixedGripper(env, cfg.fixed_gripper)
+    if cfg.previous_action:  # outside the action wrappers: the policy's own action
+        env = w.PreviousAction(env)
     if (cfg.crop is not None or cfg.resize is not None) and has_images:
         env = w.ImageCropResize(env, crop=cfg.crop, size=cfg.resize)
     if reward is not None:

@@ -69,6 +69,10 @@ class LearnerEnvConfig:
     period; the previous target holds meanwhile), the latency a real arm acts with (over ROS 2
     on this machine: 70-140 ms from observation to command). 0: at once. Over ROS 2 (--setup)
     the latency is the real one: leave it 0."""
+    previous_action: bool = False
+    """Observe the previous step's action (the state part ``prev_action``): the target the arm
+    still tracks while the next action is on its way, which no sensor shows. Demos must be
+    collected with the same setting."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
@@ -109,6 +113,7 @@ class LearnerEnvConfig:
                 object_state=tuple(objects),
                 fixed_gripper=self.fixed_gripper(),
                 success_reward=self.task_reward == "sparse",
+                previous_action=self.previous_action,
             ),
         )
 
@@ -174,7 +179,8 @@ def demo_settings_problem(env: LearnerEnvConfig):
         return (
             "were collected with other env settings than training's "
             f"({settings_difference(stored, env)}); collect with the same --obs/--cameras/"
-            "--image-size/--control-rotation/--task-reward or train with the demos' settings"
+            "--image-size/--control-rotation/--task-reward/--previous-action or train with the "
+            "demos' settings"
         )
 
     return problem

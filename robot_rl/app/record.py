@@ -64,6 +64,9 @@ class RecordConfig(TeleopRunConfig):
     obs: ObsMode = "state"
     """Stored observation, as `robot-rl train --obs`: state (robot + the task's object state,
     twin only) or pixels (camera images + robot state)."""
+    previous_action: bool = False
+    """Store the previous step's action in the state, as `robot-rl train --previous-action`
+    (a data setting: train with the same)."""
     video_dir: Path | None = None
     """Write episode_<index>.mp4 per kept episode here."""
     video_camera: str | None = None
@@ -90,6 +93,7 @@ def learner_env(cfg: RecordConfig, setup) -> LearnerEnvConfig:
         image_size=cfg.image_size,
         control_rotation=cfg.control_rotation,
         max_episode_steps=cfg.max_episode_steps,
+        previous_action=cfg.previous_action,
         **kw,
     )
 
@@ -102,7 +106,8 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
     if lenv.obs == "pixels":
         from robot_rl.app.build import WrapperConfig
 
-        wr = WrapperConfig(flatten_state=True)  # lenv.env_setup()'s, without the task lookup
+        # lenv.env_setup()'s, without the task lookup
+        wr = WrapperConfig(flatten_state=True, previous_action=lenv.previous_action)
     else:
         wr = lenv.env_setup().wrappers
     cams = tuple(lenv.cameras) if lenv.obs == "pixels" else ()

@@ -76,6 +76,8 @@ class ActorEnvFlags:
     """shaped: the twin task's dense cost (privileged); sparse: 1 on success, else 0."""
     action_delay_ms: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
     """Direct twin: each action takes effect this long after it was sent, ms."""
+    previous_action: Annotated[DisallowNone[bool | None], _FROM_LEARNER] = None
+    """Observe the previous step's action (the state part prev_action)."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -126,7 +128,7 @@ def resolved(env: LearnerEnvConfig) -> dict[str, Any]:
 
 def describe(env: LearnerEnvConfig) -> str:
     """One line of ``env``'s settings (cameras and image size only for pixels, the action delay
-    only when there is one)."""
+    and the previous action only when there are)."""
     r = resolved(env)
     parts = [f"task={env.task}", f"obs={env.obs}"]
     if env.obs == "pixels":
@@ -140,6 +142,8 @@ def describe(env: LearnerEnvConfig) -> str:
     ]
     if env.action_delay_ms:
         parts.append(f"action_delay_ms={env.action_delay_ms:g}")
+    if env.previous_action:
+        parts.append("previous_action=True")
     return " ".join(parts)
 
 

@@ -8,7 +8,7 @@ successive observations: whatever they modify is a new array.
 Typical stack, innermost first (see ``robot_rl.app.build``)::
 
     RobotEnv -> SuccessReward -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
-             -> ImageCropResize -> LearnedReward -> FlattenState -> TimeLimit
+             -> PreviousAction -> ImageCropResize -> LearnedReward -> FlattenState -> TimeLimit
              -> Intervention (outermost)
 """
 
@@ -19,6 +19,7 @@ from robot_rl.wrappers.image_crop_resize import CropResize, ImageCropResize, cro
 from robot_rl.wrappers.intervention import Intervention, InterventionConfig
 from robot_rl.wrappers.learned_reward import LearnedReward
 from robot_rl.wrappers.object_state import ObjectState, ObjectStateMissingError
+from robot_rl.wrappers.previous_action import PreviousAction
 from robot_rl.wrappers.relative_frame import RelativeFrame, base_to_ee_action, ee_to_base_action
 from robot_rl.wrappers.success_reward import SuccessReward
 from robot_rl.wrappers.time_limit import TimeLimit
@@ -34,6 +35,7 @@ __all__ = [
     "LearnedReward",
     "ObjectState",
     "ObjectStateMissingError",
+    "PreviousAction",
     "RelativeFrame",
     "SuccessReward",
     "TimeLimit",
