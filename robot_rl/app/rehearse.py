@@ -79,6 +79,9 @@ class RehearseConfig:
     state only: the run may not read object poses; reach needs nothing else)."""
     cameras: tuple[str, ...] = ("front", "wrist")
     """The setup's cameras (the classifier's; the policy's too with --obs pixels)."""
+    previous_action: bool = False
+    """The policy also observes the action sent on the previous step (record, learner and
+    actor: `robot-rl train --previous-action`)."""
     image_size: int = 128
     """Camera frames are image_size x image_size pixels."""
     control_hz: float = 10.0
@@ -298,6 +301,7 @@ class Rehearsal:
             up = self._up(setup)
             common = ["--setup", str(setup), "--teleop", "sim-expert", "--json"]
             obs = ["--obs", cfg.obs] + (["--cameras", *cfg.cameras] if cfg.obs == "pixels" else [])
+            obs += ["--previous-action"] if cfg.previous_action else []
             size = ["--image-size", str(cfg.image_size)]
             self._step("record", ["record", *common, "--out", str(self.out / "demos.zarr"),
                                   "--episodes", str(cfg.demos), *obs, *size,
