@@ -9,9 +9,12 @@ reward and (unless named ``+human``) no human:
 - a twin task with the suffix ``:shaped`` (``pick_cube:shaped``) learns from the twin's shaped,
   privileged reward instead: the regression check that an agent chosen for sparse rewards does
   not lose the shaped-reward figures;
-- ``fetch_pick_place`` (gymnasium-robotics), ``metaworld_pick_place`` and ``metaworld_push``
-  (Meta-World), envs we did not write, through the Python ``Trainer`` API
-  (``bench/_external_envs.py``).
+- ``fetch_pick_place`` (gymnasium-robotics), ``metaworld_pick_place_fresh`` and
+  ``metaworld_push_fresh`` (Meta-World, a fresh object / goal layout every episode, as a robot
+  meets them), envs we did not write, through the Python ``Trainer`` API
+  (``bench/_external_envs.py``). ``metaworld_pick_place`` and ``metaworld_push`` are the same
+  tasks on Meta-World MT1's 50 fixed layouts per env (train, eval and demo envs each drew their
+  own 50), as the older records measured them.
 
 Configs are named agent settings (``CONFIGS``): ``previous`` is the agent ``robot-rl train``
 used before stage 9, ``default`` whatever it uses now; the others are the candidates measured.
@@ -168,7 +171,8 @@ class SuiteConfig:
 
     tasks: tuple[str, ...] = ("pick_cube",)
     """Twin tasks (pick_cube, reach, peg_insert, peg_insert+human; add ``:shaped`` for the
-    shaped reward) and external ones (fetch_pick_place, metaworld_pick_place, metaworld_push)."""
+    shaped reward) and external ones (fetch_pick_place, metaworld_pick_place_fresh,
+    metaworld_push_fresh; bench/_external_envs.py lists the rest)."""
     configs: tuple[str, ...] = ("previous", "default")
     """Agent configs by name (CONFIGS)."""
     seeds: int = 3
@@ -196,7 +200,8 @@ class SuiteConfig:
 
 STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+human": 10_000,
          "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000, "metaworld_push": 30_000,
-         "metaworld_push_noterm": 30_000, "metaworld_push_fresh": 30_000,
+         "metaworld_push_noterm": 30_000, "metaworld_push_fresh": 20_000,
+         "metaworld_pick_place_fresh": 20_000,
          "pick_cube:shaped": 10_000}  # fmt: skip
 
 

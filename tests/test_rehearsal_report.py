@@ -64,9 +64,10 @@ def test_the_target_is_judged_on_the_final_evaluation():
     assert target_met(None, 0.9, 50) is None and target_met({}, 0.9, 50) is None
 
 
-def _scores(path, starts_and_success):
+def _scores(path, starts_and_success, seeds=None):
     lines = [
         {"episode": i, "wall_start": t, "wall_end": t + 1.0, "success": ok}
+        | ({} if seeds is None else {"seed": seeds[i]})
         for i, (t, ok) in enumerate(starts_and_success)
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -82,9 +83,24 @@ def test_the_ros_evaluation_is_scored_by_the_twin_inside_its_window(tmp_path):
     assert f["final_eval_ros_success"] == pytest.approx(2 / 3)  # the twin: yes, no, yes
     assert f["final_eval_ros_classifier_false_positives"] == 1  # episode 1
     assert f["final_eval_ros_classifier_false_negatives"] == 1  # episode 2
-    # One score more than episodes (a stale sensor's retried episode): no shifted join.
+    # One score more than episodes, not a retry (not the same scene): no shifted join.
     g = ros_eval_figures(
         tmp_path, {**result, "per_episode": per[:2]}, {"wall_start": 9.5, "wall_end": 13.0}
     )
     assert g["final_eval_ros_success"] is None and g["final_eval_ros_episodes"] == 2
     assert ros_eval_figures(tmp_path, None, None)["final_eval_ros_success"] is None
+
+
+def test_an_episode_a_stale_sensor_ended_is_joined_once_its_retry_is_scored(tmp_path):
+    """The evaluation runs an episode a stale sensor ended again with the same seed; the twin
+    scored both attempts (the same scene seed, one after the other): the retry is the one
+    joined, and the figures stand."""
+    starts = [(10, True), (11, False), (12, True), (13, True)]
+    _scores(tmp_path / "scores.jsonl", starts, seeds=[7, 8, 8, 9])  # scene 8 ran twice
+    per = [{"success": True}, {"success": True}, {"success": False}]
+    result = {"per_episode": per, "success_rate": 2 / 3, "sensor_faults": 1}
+    f = ros_eval_figures(tmp_path, result, {"wall_start": 9.5, "wall_end": 14.0})
+    assert f["final_eval_ros_episodes"] == 3
+    assert f["final_eval_ros_success"] == pytest.approx(1.0)  # yes, yes (the retry), yes
+    assert f["final_eval_ros_classifier_false_negatives"] == 1  # the third episode
+    assert f["final_eval_ros_classifier_false_positives"] == 0

@@ -127,8 +127,10 @@ def target_met(final_eval: dict | None, target: float, n: int) -> bool | None:
 def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dict[str, Any]:
     """The final evaluation over ROS 2: the classifier's verdicts (``result``, the JSON of
     ``robot-rl eval --setup``) joined in order with the twin's scores of the episodes that
-    started in its wall-time ``window``. The join needs one score per evaluated episode: a
-    stale sensor's retried episode is scored too, and then the twin's figure is left out
+    started in its wall-time ``window``. The join needs one score per evaluated episode: an
+    episode a stale sensor ended is run again with the same seed, and the twin scores both
+    attempts, so of consecutive scores with one scene seed only the last (the attempt the
+    evaluation counted) is joined; if the counts still differ, the twin's figure is left out
     (None) rather than shifted."""
     from sim.scoring import read_scores
 
@@ -151,6 +153,7 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
         for r in (read_scores(path) if path.exists() else [])
         if window["wall_start"] <= r["wall_start"] <= window["wall_end"]
     ]
+    scores = [r for r, nxt in zip(scores, [*scores[1:], None], strict=True) if not _retried(r, nxt)]
     fig = dict(none)
     fig.update(
         final_eval_ros_episodes=len(per),
@@ -169,6 +172,13 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
             final_eval_ros_classifier_false_negatives=sum(t and not m for m, t in pairs),
         )
     return fig
+
+
+def _retried(score: dict, following: dict | None) -> bool:
+    """The episode of ``score`` was run again at once (a stale sensor ended it): the next
+    score is of the same scene seed."""
+    seed = score.get("seed")
+    return following is not None and seed is not None and following.get("seed") == seed
 
 
 def _mean_interventions(rows: list[dict]) -> float | None:
@@ -297,6 +307,14 @@ def write_report(
     return report
 
 
+def _cores(cores: dict[str, float] | None) -> str:
+    """``learner 1.02, actor 0.45, ...`` (``up/ros_node``: the twin, ``actor/human_node``: the
+    simulated human); "not measured" for a report from before the meter."""
+    if not cores:
+        return "not measured"
+    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(cores.items(), key=lambda kv: -kv[1]))
+
+
 def _pick(d: Any, *keys: str) -> dict | None:
     return None if not isinstance(d, dict) else {k: d.get(k) for k in keys}
 
@@ -366,6 +384,8 @@ def summary(report: dict[str, Any]) -> str:
         f"{_fmt(f.get('final_eval_ros_mean_action_age_s'), '.3f')} s); "
         f"learner {f['learner_updates']} updates, "
         f"{_fmt(f['learner_updates_per_s'])} updates/s.",
+        f"- CPU during training, in cores (2.0: both cores all along): "
+        f"{_cores(train.get('cpu_cores'))}.",
         f"- Readers of the twin's truth (task/status) during training: "
         f"{train.get('privileged_readers')}.",
         "",

@@ -56,6 +56,7 @@ from typing import Any, Literal
 import yaml
 
 from robot_rl.app.nodes import die_with_parent
+from robot_rl.app.proc_cpu import CpuMeter
 from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
 from sim.human import HumanConfig
 
@@ -322,7 +323,7 @@ class Rehearsal:
                                           if cfg.reward_gates else [])])  # fmt: skip
             self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
                                        "--json"])  # fmt: skip
-            self._train(setup, obs, size)
+            self._train(setup, obs, size, up.pid)
             self._step("eval_ros", ["eval", "--run", str(self.out / "learner"), "--setup",
                                     str(setup), "--reward", str(self.out / "classifier"),
                                     "--episodes", str(cfg.target_episodes),
@@ -354,7 +355,7 @@ class Rehearsal:
         self.steps["up"] = {"wall_start": t0, "wall_end": time.time()}
         return proc
 
-    def _train(self, setup: Path, obs: list[str], size: list[str]) -> None:
+    def _train(self, setup: Path, obs: list[str], size: list[str], up_pid: int) -> None:
         cfg = self.cfg
         bind = f"127.0.0.1:{cfg.port}"
         env_args = ["--task", cfg.task, *obs, *size]
@@ -371,6 +372,8 @@ class Rehearsal:
             "--steps", str(cfg.robot_steps), "--no-progress", "--json", *env_args,
             *cfg.actor_args])  # fmt: skip
         self.say(f"train: learner on {bind}, actor on {setup} for {cfg.robot_minutes:g} robot min")
+        # where the 2 cores go: learner, actor (+ the simulated human), up (+ the twin)
+        cpu = CpuMeter({"learner": learner.pid, "actor": actor.pid, "up": up_pid})
         readers = None
         stopped_by = "budget"
         bar = _bar(cfg)
@@ -394,6 +397,7 @@ class Rehearsal:
                     bar.n = min(bar.total, round(time.time() - t0))
                     bar.set_postfix_str(_recent(done, cfg.target_episodes))
                     bar.refresh()
+                cpu.sample()
                 if _early_stop_met(done, cfg):
                     stopped_by = "target"
                     self.say("train: success target met; stopping the actor")
@@ -404,6 +408,7 @@ class Rehearsal:
         finally:
             if bar is not None:
                 bar.close()
+        cpu.sample()
         if actor.returncode not in (0, -signal.SIGINT, 130):
             raise RehearsalError(f"the actor failed ({actor.returncode}):\n{self._tail('actor')}")
         learner.send_signal(signal.SIGINT)
@@ -414,7 +419,11 @@ class Rehearsal:
         self.steps["train"] = {"wall_start": t0, "wall_end": time.time()}
         self.results["actor"] = self._json("actor")
         self.results["learner"] = self._json("learner")
-        self.results["train"] = {"stopped_by": stopped_by, "privileged_readers": readers}
+        self.results["train"] = {
+            "stopped_by": stopped_by,
+            "privileged_readers": readers,
+            "cpu_cores": cpu.shares(),
+        }
 
     def _privileged_readers(self, actor_ended: Any) -> list[str] | None:
         """Names of the nodes subscribed to ``/arm/task/status``, once the simulated human's

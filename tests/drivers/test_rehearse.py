@@ -67,6 +67,12 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert c["successes_confirmed"] + c["successes_missed"] + c["false_successes"] >= 1
     # Nothing but the simulated human read the twin's truth while the actor ran.
     assert report["train"]["privileged_readers"] == ["teleop"]
+    # Where the CPU went while training: every process of the day, named by its role.
+    cores = report["train"]["cpu_cores"]
+    assert {"learner", "actor", "actor/human_node", "up", "up/ros_node"} <= set(cores), cores
+    assert all(v >= 0 for v in cores.values()) and cores["learner"] > 0, cores
+    assert cores["up/ros_node"] > cores["up"]  # the twin works, its supervisor waits
+    assert "CPU during training" in (out / "summary.md").read_text()
     f = report["figures"]
     assert f["episodes"] >= 3 and f["actor_steps"] > 0 and f["learner_updates"] > 0
     assert f["robot_minutes"] <= 0.5 + 1e-9
