@@ -162,6 +162,11 @@ CONFIGS: dict[str, dict] = {
         "hl_v_max": 1.5,
         "hl_num_bins": 51,
     },
+    # the default with SimBa's residual critic (pre-LayerNorm residual blocks; BRO's is alike),
+    # 256 wide: 2 blocks 4x wide inside as SimBa (~7x the MLP critic's cost per update on this
+    # CPU), and a lighter 1 block 2x wide (~2x)
+    "default_simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
+    "default_simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
 }
 
 

@@ -98,6 +98,14 @@ class SACConfig:
     """Target = min over a random subset of this many target critics (REDQ; RLPD: 2)."""
     critic_layer_norm: bool = True
     """LayerNorm after each critic hidden layer (RLPD)."""
+    critic_arch: Literal["mlp", "residual"] = "mlp"
+    """mlp: ``hidden_dims`` layers (RLPD); residual: SimBa's residual critic (BRO's is alike),
+    ``hidden_dims[0]`` wide with ``critic_blocks`` pre-LayerNorm residual blocks, each
+    ``critic_expand`` times wider inside (SimBa: 2 blocks, 4x, 512 wide)."""
+    critic_blocks: int = 2
+    """Residual critic: number of blocks."""
+    critic_expand: int = 4
+    """Residual critic: inner width of a block over its width."""
     actor_q: Literal["mean", "min"] = "mean"
     """How the actor loss reduces the ensemble's Q-values (RLPD: mean)."""
     gamma: float = 0.99
@@ -219,6 +227,10 @@ class SACConfig:
             )
         if self.critic_loss not in ("mse", "hl_gauss"):
             raise ValueError("critic_loss must be 'mse' or 'hl_gauss'")
+        if self.critic_arch not in ("mlp", "residual"):
+            raise ValueError(f"critic_arch must be 'mlp' or 'residual', got {self.critic_arch!r}")
+        if self.critic_blocks < 1 or self.critic_expand < 1:
+            raise ValueError("critic_blocks and critic_expand must be >= 1")
         if self.actor_q not in ("mean", "min"):
             raise ValueError("actor_q must be 'mean' or 'min'")
         if self.hl_num_bins < 2 or self.hl_v_min >= self.hl_v_max:

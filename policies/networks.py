@@ -60,8 +60,32 @@ class EnsembleLayerNorm(nn.Module):
         return F.layer_norm(x, x.shape[-1:]) * w + b
 
 
+class EnsembleResidualBlock(nn.Module):
+    """SimBa's block for N members: ``x + W2 relu(W1 LayerNorm(x))``, W1: D -> expand * D."""
+
+    def __init__(self, n: int, dim: int, expand: int) -> None:
+        super().__init__()
+        self.norm = EnsembleLayerNorm(n, dim)
+        self.up = EnsembleLinear(n, dim, expand * dim)
+        self.down = EnsembleLinear(n, expand * dim, dim)
+
+    def forward(
+        self, x: torch.Tensor, detach_params: bool = False, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        h = F.relu(self.up(self.norm(x, detach_params, members), detach_params, members))
+        return x + self.down(h, detach_params, members)
+
+
 class CriticEnsemble(nn.Module):
-    """N critics Q_i(features, action) -> (N, B, out_dim) (out_dim 1: scalar Q; else logits)."""
+    """N critics Q_i(features, action) -> (N, B, out_dim) (out_dim 1: scalar Q; else logits).
+
+    ``arch="mlp"``: Linear -> [LayerNorm] -> ReLU per ``hidden`` size, then the output layer
+    (RLPD's critic). ``arch="residual"``: SimBa's critic (Lee et al. 2024; BRO's is alike): a
+    Linear to ``hidden[0]`` wide, ``blocks`` pre-LayerNorm residual blocks (inner width
+    ``expand`` times that), a final LayerNorm, then the output layer: the residual path keeps a
+    near-linear function reachable however deep, which is reported to keep value networks
+    stable as they grow.
+    """
 
     def __init__(
         self,
@@ -71,9 +95,24 @@ class CriticEnsemble(nn.Module):
         num_critics: int,
         layer_norm: bool = True,
         out_dim: int = 1,
+        arch: str = "mlp",
+        blocks: int = 2,
+        expand: int = 4,
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
+        self.arch = arch
+        if arch == "residual":
+            width = hidden[0]
+            self.inp = EnsembleLinear(num_critics, feature_dim + action_dim, width)
+            self.blocks = nn.ModuleList(
+                EnsembleResidualBlock(num_critics, width, expand) for _ in range(blocks)
+            )
+            self.final_norm = EnsembleLayerNorm(num_critics, width)
+            self.out = EnsembleLinear(num_critics, width, out_dim)
+            return
+        if arch != "mlp":
+            raise ValueError(f"critic arch must be 'mlp' or 'residual', got {arch!r}")
         dims = (feature_dim + action_dim, *hidden)
         self.linears = nn.ModuleList(
             EnsembleLinear(num_critics, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)
@@ -82,6 +121,13 @@ class CriticEnsemble(nn.Module):
             EnsembleLayerNorm(num_critics, h) for h in (hidden if layer_norm else ())
         )
         self.out = EnsembleLinear(num_critics, dims[-1], out_dim)
+
+    @property
+    def first_layer(self) -> EnsembleLinear:
+        """The layer that reads the input (features, action) first."""
+        if self.arch == "residual":
+            return self.inp
+        return self.linears[0] if len(self.linears) else self.out
 
     def forward(
         self,
@@ -99,6 +145,11 @@ class CriticEnsemble(nn.Module):
         x = features if action is None else torch.cat([features, action], dim=-1)  # (B, E+A)
         n = self.num_critics if members is None else members.shape[0]
         x = x.unsqueeze(0).expand(n, *x.shape)  # (N', B, E+A)
+        if self.arch == "residual":
+            x = self.inp(x, detach_params, members)
+            for block in self.blocks:
+                x = block(x, detach_params, members)
+            return self.out(self.final_norm(x, detach_params, members), detach_params, members)
         for i, linear in enumerate(self.linears):
             x = linear(x, detach_params, members)
             if len(self.norms):

@@ -71,11 +71,16 @@ class SACAgent:
             self.actor = TanhGaussianActor(
                 e, self.arm_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
             )
+            arch = {"arch": cfg.critic_arch, "blocks": cfg.critic_blocks,
+                    "expand": cfg.critic_expand}  # fmt: skip
             self.critic = CriticEnsemble(
-                e, self.arm_dim, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, out_dim
-            )
+                e, self.arm_dim, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm,
+                out_dim, **arch,
+            )  # fmt: skip
             self.gripper_critic = (
-                CriticEnsemble(e, 0, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, 3)
+                CriticEnsemble(
+                    e, 0, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, 3, **arch
+                )
                 if cfg.hybrid_gripper
                 else None
             )
@@ -375,7 +380,7 @@ class SACAgent:
             _fold_linear(actor.net[0], k, d, s)
         for critic in (self.critic, self.critic_target, self.gripper_critic, self.gripper_target):
             if critic is not None:  # EnsembleLinear: weight (N, in, out), bias (N, 1, out)
-                first = critic.linears[0] if len(critic.linears) else critic.out
+                first = critic.first_layer
                 w = first.weight[:, :s, :]  # (N, S, out)
                 first.bias.add_(torch.einsum("s,nso->no", d, w).unsqueeze(1))
                 w.mul_(k[None, :, None])

@@ -28,11 +28,14 @@ def _outputs(agent: SACAgent, obs: dict, action: torch.Tensor) -> list[torch.Ten
         (state_layout(), ()),
         (state_layout(), (16,)),  # a state MLP reads it first
         (pixel_layout(), ()),  # the state is the first part of the features
+        (state_layout(), "residual"),  # SimBa's critic: its input layer takes the fold
     ],
-    ids=["state", "state-mlp", "pixels+state"],
+    ids=["state", "state-mlp", "pixels+state", "residual-critic"],
 )
 def test_every_network_computes_the_same_on_the_refitted_inputs(layout, state_mlp):
-    cfg = small_sac(policy_average=0.01)
+    arch = "residual" if state_mlp == "residual" else "mlp"
+    state_mlp = () if state_mlp == "residual" else state_mlp
+    cfg = small_sac(policy_average=0.01, critic_arch=arch)
     cfg = dataclasses.replace(
         cfg, encoder=dataclasses.replace(cfg.encoder, state_hidden_dims=state_mlp)
     )
