@@ -446,9 +446,9 @@ def summarize(cfg: SuiteConfig) -> list[dict]:
     return out
 
 
-def _plot(path: Path, recs: list[dict]) -> None:
-    """One panel per task: per config the mean success over its seeds, shaded from the worst
-    seed to the best at each evaluation."""
+def _plot(path: Path, recs: list[dict], cols: int = 4) -> None:
+    """One panel per task (``cols`` a row): per config the mean success over its seeds, shaded
+    from the worst seed to the best at each evaluation."""
     import matplotlib
     import numpy as np
 
@@ -457,9 +457,11 @@ def _plot(path: Path, recs: list[dict]) -> None:
 
     tasks = sorted({r["task"] for r in recs})
     configs = sorted({r["config"] for r in recs})
-    palette = matplotlib.colormaps["tab20"]  # one colour per config, the same in every panel
-    colors = {c: palette(i % 20) for i, c in enumerate(configs)}
-    cols = min(4, len(tasks))
+    # one colour per config, the same in every panel (tab20's pairs are light / dark of a hue,
+    # too close for two configs side by side: tab10 while it suffices)
+    palette = matplotlib.colormaps["tab10" if len(configs) <= 10 else "tab20"]
+    colors = {c: palette(i % palette.N) for i, c in enumerate(configs)}
+    cols = min(cols, len(tasks))
     rows = -(-len(tasks) // cols)
     fig = Figure(figsize=(4.6 * cols, 4.0 * rows), dpi=100)
     grid = fig.subplots(rows, cols, squeeze=False)
@@ -485,6 +487,7 @@ def _plot(path: Path, recs: list[dict]) -> None:
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"{task.partition(':')[0]} ({_task_reward(task)} reward)")
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}k")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=7)
     for row in grid:
