@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from robot_rl.app.proc_cpu import process_cpu_s
+
 POLL_S = 0.1
 
 
@@ -54,9 +56,7 @@ class Child:
         if self.t_end is not None:
             return False
         try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            self.cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self.cpu_s = process_cpu_s(self.pid)
         except (OSError, IndexError, ValueError):
             pass
         if self.proc.poll() is None:

@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sample_efficiency import machine_info  # noqa: E402
 
+from robot_rl.app.proc_cpu import process_cpu_s  # noqa: E402
+
 SAMPLE_S = 0.02
 MOVE_S = 2.0
 
@@ -44,12 +46,6 @@ def _hog() -> None:  # pragma: no cover - a child process that only burns CPU
     x = 0
     while True:
         x += 1
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _steal_s() -> float:
@@ -100,7 +96,7 @@ def run_one(realtime: bool, hogs: int, seconds: float) -> dict:
         rates: list[float] = []
         pid = arm.control_pid
         before = arm.telemetry()
-        cpu0, t0, steal0 = _cpu_s(pid), time.monotonic(), _steal_s()
+        cpu0, t0, steal0 = process_cpu_s(pid), time.monotonic(), _steal_s()
         next_move = t0
         i = 0
         while (now := time.monotonic()) < t0 + seconds:
@@ -116,7 +112,8 @@ def run_one(realtime: bool, hogs: int, seconds: float) -> dict:
             if rate > 0:  # 0: no torque control runs (an abort being recovered)
                 rates.append(rate)
             time.sleep(SAMPLE_S)
-        cpu_per_cycle_ms = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)  # s/s = ms per 1 ms
+        # s/s = ms per 1 ms
+        cpu_per_cycle_ms = (process_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
         r = np.asarray(rates)
         after = arm.telemetry()
         return {

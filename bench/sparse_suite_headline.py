@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse_suite import SuiteConfig, _plot, summarize  # noqa: E402
+from sparse_suite import SuiteConfig, _plot, _records, summarize  # noqa: E402
 
 TASKS = (
     "pick_cube",
@@ -38,10 +38,7 @@ def headline(paths: list[Path]) -> list[dict]:
     duplicate (task, config, seed))."""
     out: dict[tuple, dict] = {}
     for path in paths:
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            r = json.loads(line)
+        for r in _records(path):
             if r["task"] not in TASKS or r["config"] not in ("previous", *DEFAULT_AS):
                 continue
             if r["config"] != "previous":

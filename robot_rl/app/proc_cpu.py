@@ -30,15 +30,29 @@ class _Proc:
     cpu_s: float
 
 
+def _stat(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` after "(comm)" (which may hold spaces): fields[0] is the state
+    (field 3 of proc(5)), so field k of proc(5) is fields[k - 3]. Raises OSError if gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads; a zombie keeps them).
+
+    Raises:
+        OSError: No such process (or not Linux).
+    """
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime 14, stime 15
+
+
 def _read(pid: int) -> _Proc | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = _stat(pid)
     except OSError:  # gone, or not Linux
         return None
-    fields = stat.rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces
-    # fields[0] is state (field 3 of proc(5)): ppid 4, utime 14, stime 15, starttime 22
-    ppid, utime, stime, start = int(fields[1]), int(fields[11]), int(fields[12]), int(fields[19])
-    return _Proc(pid, ppid, start, (utime + stime) * _TICK_S)
+    ppid, start = int(fields[1]), int(fields[19])  # ppid 4, starttime 22
+    return _Proc(pid, ppid, start, (int(fields[11]) + int(fields[12])) * _TICK_S)
 
 
 def _module(pid: int) -> str | None:
