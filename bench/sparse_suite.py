@@ -167,6 +167,18 @@ CONFIGS: dict[str, dict] = {
     # CPU), and a lighter 1 block 2x wide (~2x)
     "default_simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
     "default_simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
+    # the default with CrossQ's critic (batch-renormalised, no target network, one pass over
+    # (s, a) and (s', a')): 256 wide (~1.7x the default's update cost on this CPU), and with the
+    # published optimiser setting on sb3-contrib's 1024-wide critics (Adam beta1 0.5, learning
+    # rates 1e-3; ~10x the cost). Not the policy delay of 3: an update here is one actor update.
+    "default_crossq": {"crossq": True},
+    "default_crossq_wide": {
+        "crossq": True,
+        "critic_hidden_dims": (1024, 1024),
+        "adam_beta1": 0.5,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+    },
 }
 
 

@@ -106,6 +106,25 @@ class SACConfig:
     """Residual critic: number of blocks."""
     critic_expand: int = 4
     """Residual critic: inner width of a block over its width."""
+    critic_hidden_dims: tuple[int, ...] | None = None
+    """Hidden sizes of each critic when they differ from the actor's; None = ``hidden_dims``
+    (CrossQ's critics are 2048 wide, sb3-contrib's 1024, its actor 256)."""
+    crossq: bool = False
+    """CrossQ (Bhatt et al. 2024): batch-renormalised mlp critics (a batch renormalisation
+    before every critic layer instead of LayerNorm) and no target network: (s, a) and
+    (s', pi(s')) go through the critics in one pass, so that one set of batch statistics covers
+    both, and the target is that pass's detached Q(s', a') (``tau`` is unused). The actor's loss,
+    the Q filter and the conservative term read the critics with their running statistics.
+    The published setting adds wide critics (``critic_hidden_dims``), ``adam_beta1`` 0.5,
+    learning rates 1e-3 and an actor update every 3 critic updates (``utd`` 3). A discrete
+    gripper critic (``hybrid_gripper``) keeps its LayerNorm and target network."""
+    crossq_momentum: float = 0.01
+    """CrossQ: fraction of a batch's statistics the running ones take per training pass."""
+    crossq_warmup: int = 100_000
+    """CrossQ: training passes of plain batch normalisation before the renormalisation
+    (correction toward the running statistics) starts (sb3-contrib's and SBX's 100k)."""
+    adam_beta1: float = 0.9
+    """Adam's first-moment decay for the actor's and critics' optimisers (CrossQ: 0.5)."""
     actor_q: Literal["mean", "min"] = "mean"
     """How the actor loss reduces the ensemble's Q-values (RLPD: mean)."""
     gamma: float = 0.99
@@ -231,6 +250,14 @@ class SACConfig:
             raise ValueError(f"critic_arch must be 'mlp' or 'residual', got {self.critic_arch!r}")
         if self.critic_blocks < 1 or self.critic_expand < 1:
             raise ValueError("critic_blocks and critic_expand must be >= 1")
+        if self.critic_hidden_dims is not None and not self.critic_hidden_dims:
+            raise ValueError("critic_hidden_dims needs at least one layer (None: hidden_dims)")
+        if self.crossq and self.critic_arch != "mlp":
+            raise ValueError("crossq batch-renormalises the mlp critic: use critic_arch 'mlp'")
+        if not 0.0 < self.crossq_momentum <= 1.0 or self.crossq_warmup < 0:
+            raise ValueError("crossq_momentum must be in (0, 1] and crossq_warmup >= 0")
+        if not 0.0 <= self.adam_beta1 < 1.0:
+            raise ValueError(f"adam_beta1 must be in [0, 1), got {self.adam_beta1}")
         if self.actor_q not in ("mean", "min"):
             raise ValueError("actor_q must be 'mean' or 'min'")
         if self.hl_num_bins < 2 or self.hl_v_min >= self.hl_v_max:

@@ -60,6 +60,59 @@ class EnsembleLayerNorm(nn.Module):
         return F.layer_norm(x, x.shape[-1:]) * w + b
 
 
+class EnsembleBatchRenorm(nn.Module):
+    """Batch renormalisation (Ioffe 2017) over the batch dim for N members: (N, B, D).
+
+    With ``batch_stats`` (the critic's training pass) rows are normalised by the batch's own
+    statistics, corrected toward the running ones by ``r`` and ``d`` (clipped to 3 and 5) once
+    ``warmup`` passes have updated them (before that, plain batch normalisation), and the running
+    statistics move by ``momentum`` toward the batch's; otherwise they are normalised by the
+    running statistics, which do not change. CrossQ (Bhatt et al. 2024) places one before each
+    critic layer.
+    """
+
+    r_max, d_max = 3.0, 5.0
+
+    def __init__(self, n: int, dim: int, momentum: float, warmup: int, eps: float = 1e-3) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(n, 1, dim))
+        self.register_buffer("running_mean", torch.zeros(n, 1, dim))
+        self.register_buffer("running_var", torch.ones(n, 1, dim))
+        self.register_buffer("passes", torch.zeros((), dtype=torch.long))
+        self.momentum, self.warmup, self.eps = momentum, warmup, eps
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        detach_params: bool = False,
+        members: torch.Tensor | None = None,
+        batch_stats: bool = False,
+    ) -> torch.Tensor:
+        """(N', B, D) -> (N', B, D); ``batch_stats`` needs all N members."""
+        w, b = _params(self, detach_params, members)
+        if not batch_stats:
+            mean, var = self.running_mean, self.running_var
+            if members is not None:
+                mean, var = mean[members], var[members]
+            return (x - mean) * torch.rsqrt(var + self.eps) * w + b
+        if members is not None:
+            raise ValueError("batch statistics are computed over all members (members=None)")
+        mean = x.mean(1, keepdim=True)  # (N, 1, D)
+        var = x.var(1, keepdim=True, unbiased=False)
+        std = (var + self.eps).sqrt()
+        with torch.no_grad():
+            running_std = (self.running_var + self.eps).sqrt()
+            on = self.passes >= self.warmup  # a tensor: no host sync per pass
+            r = torch.where(on, (std / running_std).clamp(1 / self.r_max, self.r_max), 1.0)
+            d = (mean - self.running_mean) / running_std
+            d = torch.where(on, d.clamp(-self.d_max, self.d_max), 0.0)
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(x.var(1, keepdim=True), self.momentum)  # unbiased
+            self.passes.add_(1)
+        return ((x - mean) / std * r + d) * w + b
+
+
 class EnsembleResidualBlock(nn.Module):
     """SimBa's block for N members: ``x + W2 relu(W1 LayerNorm(x))``, W1: D -> expand * D."""
 
@@ -84,7 +137,10 @@ class CriticEnsemble(nn.Module):
     Linear to ``hidden[0]`` wide, ``blocks`` pre-LayerNorm residual blocks (inner width
     ``expand`` times that), a final LayerNorm, then the output layer: the residual path keeps a
     near-linear function reachable however deep, which is reported to keep value networks
-    stable as they grow.
+    stable as they grow. ``batch_renorm=(momentum, warmup)`` (mlp only, CrossQ's critic): an
+    :class:`EnsembleBatchRenorm` before every Linear (the input's included) instead of
+    LayerNorm; ``forward(..., batch_stats=True)`` is the pass that uses and updates batch
+    statistics.
     """
 
     def __init__(
@@ -98,10 +154,14 @@ class CriticEnsemble(nn.Module):
         arch: str = "mlp",
         blocks: int = 2,
         expand: int = 4,
+        batch_renorm: tuple[float, int] | None = None,
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
         self.arch = arch
+        self.renorms = nn.ModuleList()
+        if batch_renorm is not None and arch != "mlp":
+            raise ValueError("batch renormalisation (CrossQ) is for the mlp critic")
         if arch == "residual":
             width = hidden[0]
             self.inp = EnsembleLinear(num_critics, feature_dim + action_dim, width)
@@ -117,10 +177,14 @@ class CriticEnsemble(nn.Module):
         self.linears = nn.ModuleList(
             EnsembleLinear(num_critics, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)
         )
+        layer_norm = layer_norm and batch_renorm is None
         self.norms = nn.ModuleList(
             EnsembleLayerNorm(num_critics, h) for h in (hidden if layer_norm else ())
         )
         self.out = EnsembleLinear(num_critics, dims[-1], out_dim)
+        if batch_renorm is not None:  # one before each Linear, the output layer's included
+            momentum, warmup = batch_renorm
+            self.renorms.extend(EnsembleBatchRenorm(num_critics, d, momentum, warmup) for d in dims)
 
     @property
     def first_layer(self) -> EnsembleLinear:
@@ -135,9 +199,11 @@ class CriticEnsemble(nn.Module):
         action: torch.Tensor | None = None,
         detach_params: bool = False,
         members: torch.Tensor | None = None,
+        batch_stats: bool = False,
     ) -> torch.Tensor:
         """Args: features (B, E); action (B, A) or None (state-only heads, e.g. DQN);
-        members: optional (N',) critic indices to evaluate (default: all N).
+        members: optional (N',) critic indices to evaluate (default: all N); batch_stats:
+        batch-renormalised critics normalise by (and update) this batch's statistics.
 
         Returns:
             (N', B, out_dim). With ``detach_params`` gradients reach the inputs only.
@@ -150,12 +216,22 @@ class CriticEnsemble(nn.Module):
             for block in self.blocks:
                 x = block(x, detach_params, members)
             return self.out(self.final_norm(x, detach_params, members), detach_params, members)
+        if len(self.renorms):
+            return self._renorm_forward(x, detach_params, members, batch_stats)
         for i, linear in enumerate(self.linears):
             x = linear(x, detach_params, members)
             if len(self.norms):
                 x = self.norms[i](x, detach_params, members)
             x = F.relu(x, inplace=True)  # safe: no backward saves the pre-activation
         return self.out(x, detach_params, members)
+
+    def _renorm_forward(self, x, detach_params, members, batch_stats) -> torch.Tensor:
+        """CrossQ's layers: (renorm -> Linear -> ReLU) per hidden layer, renorm -> output."""
+        layers = [*self.linears, self.out]
+        for i, (renorm, linear) in enumerate(zip(self.renorms, layers, strict=True)):
+            x = F.relu(x) if i else x
+            x = linear(renorm(x, detach_params, members, batch_stats), detach_params, members)
+        return x
 
 
 class TanhGaussianActor(nn.Module):

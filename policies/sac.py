@@ -19,7 +19,9 @@ Choices: next-observation features come from the online encoder without gradient
 so the target network is the critic heads only. With ``hybrid_gripper`` the last action dim
 is handled by a discrete 3-way DQN ensemble (open/stay/close = -1/0/+1, double-DQN target,
 toggle penalty computed from ``state[:, gripper_state_index]`` = gripper_pos) on the same
-encoder features; continuous SAC covers the remaining dims.
+encoder features; continuous SAC covers the remaining dims. With ``crossq`` (CrossQ) there is
+no Qtarg: the critics, batch-renormalised, read (z, a) and (z', a') in one pass and the target
+takes that pass's detached Q(z', a'); every other critic read uses the running statistics.
 """
 
 from __future__ import annotations
@@ -73,18 +75,21 @@ class SACAgent:
             )
             arch = {"arch": cfg.critic_arch, "blocks": cfg.critic_blocks,
                     "expand": cfg.critic_expand}  # fmt: skip
+            hidden = cfg.critic_hidden_dims or cfg.hidden_dims
+            renorm = (cfg.crossq_momentum, cfg.crossq_warmup) if cfg.crossq else None
             self.critic = CriticEnsemble(
-                e, self.arm_dim, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm,
-                out_dim, **arch,
+                e, self.arm_dim, hidden, cfg.num_critics, cfg.critic_layer_norm, out_dim,
+                batch_renorm=renorm, **arch,
             )  # fmt: skip
             self.gripper_critic = (
-                CriticEnsemble(
-                    e, 0, cfg.hidden_dims, cfg.num_critics, cfg.critic_layer_norm, 3, **arch
-                )
+                CriticEnsemble(e, 0, hidden, cfg.num_critics, cfg.critic_layer_norm, 3, **arch)
                 if cfg.hybrid_gripper
                 else None
             )
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # CrossQ has no target network: its target is the online critics' detached Q(s', a')
+        self.critic_target = (
+            None if cfg.crossq else copy.deepcopy(self.critic).requires_grad_(False)
+        )
         self.actor_average = (
             copy.deepcopy(self.actor).requires_grad_(False) if cfg.policy_average > 0 else None
         )
@@ -113,12 +118,14 @@ class SACAgent:
             critic_params += list(self.gripper_critic.parameters())
         self.critic_opt = self._adam(critic_params, cfg.critic_lr)
         self.actor_opt = self._adam(self.actor.parameters(), cfg.actor_lr)
-        self.alpha_opt = self._adam([self.log_alpha], cfg.temperature_lr)
+        self.alpha_opt = self._adam([self.log_alpha], cfg.temperature_lr, beta1=0.9)
 
-    def _adam(self, params, lr: float) -> torch.optim.Adam:
-        """Adam; the fused kernel (same update rule, one kernel per step) on CPU and CUDA."""
+    def _adam(self, params, lr: float, beta1: float | None = None) -> torch.optim.Adam:
+        """Adam (beta1: ``cfg.adam_beta1`` unless given); the fused kernel (same update rule,
+        one kernel per step) on CPU and CUDA."""
         fused = True if self.device.type in ("cpu", "cuda") else None
-        return torch.optim.Adam(params, lr=lr, fused=fused)
+        betas = (self.cfg.adam_beta1 if beta1 is None else beta1, 0.999)
+        return torch.optim.Adam(params, lr=lr, betas=betas, fused=fused)
 
     @property
     def frame_features(self) -> FrameFeatures | None:
@@ -196,14 +203,23 @@ class SACAgent:
             z_next = self.encoder(next_obs)  # (B, E), online encoder (DrQ-v2)
             a_next, logp_next = self.actor.sample(z_next, self.gen)
             subset = torch.randperm(n, generator=self.gen, device=self.device)[: cfg.num_min_qs]
-            # only the subset's target critics are evaluated (the min over all N is the same)
-            members = subset if cfg.num_min_qs < n else None
-            q_next = self._q_values(self.critic_target(z_next, a_next, members=members))
+        if self.critic_target is None:  # CrossQ: one pass over (s, a) and (s', a'), shared stats
+            both = self.critic(
+                torch.cat([z, z_next]), torch.cat([arm_action, a_next]), batch_stats=True
+            )  # (N, 2B, 1 | K)
+            out = both[:, :b]  # (N, B, 1 | K)
+            q_next = self._q_values(both[:, b:].detach())[subset]  # (num_min_qs, B)
+        else:
+            with torch.no_grad():
+                # only the subset's target critics are evaluated (the min over all N is the same)
+                members = subset if cfg.num_min_qs < n else None
+                q_next = self._q_values(self.critic_target(z_next, a_next, members=members))
+            out = self.critic(z, arm_action)  # (N, B, 1 | K)
+        with torch.no_grad():
             v_next = q_next.min(0).values  # (B,), q_next (num_min_qs | N, B)
             if cfg.backup_entropy:
                 v_next = v_next - self.alpha * logp_next
             y = reward + self._discount(batch) * (1.0 - term) * v_next  # (B,)
-        out = self.critic(z, arm_action)  # (N, B, 1 | K)
         if self.hl is None:
             q = out.squeeze(-1)
             loss = F.mse_loss(q, y.expand(n, -1))
@@ -312,7 +328,7 @@ class SACAgent:
     @torch.no_grad()
     def polyak_update(self) -> None:
         """target <- tau * online + (1 - tau) * target, for every target network."""
-        pairs = [(self.critic, self.critic_target)]
+        pairs = [(self.critic, self.critic_target)] if self.critic_target is not None else []
         if self.gripper_critic is not None:
             pairs.append((self.gripper_critic, self.gripper_target))
         for online, target in pairs:  # one multi-tensor kernel per network
@@ -379,7 +395,9 @@ class SACAgent:
         for actor in nets:
             _fold_linear(actor.net[0], k, d, s)
         for critic in (self.critic, self.critic_target, self.gripper_critic, self.gripper_target):
-            if critic is not None:  # EnsembleLinear: weight (N, in, out), bias (N, 1, out)
+            if critic is not None and len(critic.renorms):  # CrossQ: a renorm reads it first
+                _fold_renorm(critic.renorms[0], k, d, s)
+            elif critic is not None:  # EnsembleLinear: weight (N, in, out), bias (N, 1, out)
                 first = critic.first_layer
                 w = first.weight[:, :s, :]  # (N, S, out)
                 first.bias.add_(torch.einsum("s,nso->no", d, w).unsqueeze(1))
@@ -389,7 +407,8 @@ class SACAgent:
     def modules(self) -> dict[str, nn.Module]:
         """Named networks (for device moves and saving)."""
         mods = {"encoder": self.encoder, "actor": self.actor, "critic": self.critic}
-        mods["critic_target"] = self.critic_target
+        if self.critic_target is not None:
+            mods["critic_target"] = self.critic_target
         if self.actor_average is not None:
             mods["actor_average"] = self.actor_average
         if self.gripper_critic is not None:
@@ -458,6 +477,15 @@ def _fold_linear(layer: nn.Linear, scale: torch.Tensor, shift: torch.Tensor, s: 
     w = layer.weight[:, :s]  # (out, S)
     layer.bias.add_(w @ shift)
     w.mul_(scale[None, :])
+
+
+def _fold_renorm(renorm, scale: torch.Tensor, shift: torch.Tensor, s: int) -> None:
+    """A batch renorm reads ``scale * x + shift`` in its first ``s`` inputs; make its running
+    statistics read ``x`` (exact in the running-statistics pass; the training pass normalises
+    by each batch's own statistics anyway)."""
+    mean, var = renorm.running_mean[..., :s], renorm.running_var[..., :s]  # (N, 1, S)
+    mean.sub_(shift).div_(scale)
+    var.add_(renorm.eps).div_(scale**2).sub_(renorm.eps).clamp_(min=0.0)
 
 
 def _to_floats(metrics: Mapping[str, torch.Tensor]) -> dict[str, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -100,3 +102,64 @@ def test_the_residual_critic_learns_the_bandit_and_selects_members():
     _solves_the_bandit(agent)
     with pytest.raises(ValueError, match="critic_arch"):
         SACConfig(critic_arch="transformer")
+
+
+def test_crossq_learns_the_bandit_without_a_target_network(tmp_path):
+    """crossq=True: no target network anywhere (modules, checkpoints); the bandit is solved;
+    the running statistics moved once per critic update and survive a save/load."""
+    cfg = small_sac(
+        hidden_dims=(64, 64), crossq=True, crossq_momentum=0.1, actor_lr=1e-3, critic_lr=1e-3,
+        init_temperature=0.05,
+    )  # fmt: skip
+    agent = SACAgent(state_layout(2), 2, cfg, seed=0)
+    assert agent.critic_target is None and "critic_target" not in agent.modules()
+    assert len(agent.critic.renorms) == 3 and not len(agent.critic.norms)  # no LayerNorm
+    _solves_the_bandit(agent)
+    first = agent.critic.renorms[0]
+    assert int(first.passes) == agent.num_critic_updates == 300
+    assert not torch.allclose(first.running_mean, torch.zeros_like(first.running_mean))
+    agent.save(tmp_path)
+    other = SACAgent(state_layout(2), 2, cfg, seed=7)
+    other.load(tmp_path)
+    f, a = torch.randn(5, agent.encoder.out_dim), torch.randn(5, 2)
+    torch.testing.assert_close(other.critic(f, a), agent.critic(f, a))
+
+
+def test_crossq_target_comes_from_one_pass_with_shared_statistics():
+    """The critic loss normalises (s, a) and (s', a') together: the current rows' Q changes with
+    the next observations (it would not with a target network); the actor's loss and acting
+    read the running statistics and leave them as they were."""
+    import copy
+
+    cfg = small_sac(hidden_dims=(32, 32), crossq=True, gamma=0.9)
+    agent = SACAgent(state_layout(2), 2, cfg, seed=0)
+    batch = bandit_sampler(32, seed=3)()
+    batch = dataclasses.replace(batch, terminated=torch.zeros(32))
+    far = dataclasses.replace(batch, next_obs={keys.STATE: batch.obs[keys.STATE] + 5.0})
+    q = [copy.deepcopy(agent).critic_loss(b)[2]["q_mean"] for b in (batch, far)]
+    assert abs(q[0] - q[1]) > 1e-3, q
+    plain = SACAgent(state_layout(2), 2, small_sac(hidden_dims=(32, 32), gamma=0.9), seed=0)
+    q = [copy.deepcopy(plain).critic_loss(b)[2]["q_mean"] for b in (batch, far)]
+    assert q[0] == q[1]  # with a target network the current rows' Q ignores s'
+    buffers = {k: v.clone() for k, v in agent.critic.state_dict().items() if "running" in k}
+    _, z, _ = agent.critic_loss(batch)
+    moved = agent.critic.state_dict()
+    assert all(not torch.equal(moved[k], v) for k, v in buffers.items())
+    buffers = {k: moved[k].clone() for k in buffers}
+    agent.actor_loss(z, batch)
+    agent.act({keys.STATE: np.array([0.3, 0.7], np.float32)}, deterministic=False)
+    assert all(torch.equal(agent.critic.state_dict()[k], v) for k, v in buffers.items())
+
+
+def test_crossq_settings_are_checked():
+    from policies.config import SACConfig
+
+    with pytest.raises(ValueError, match="crossq"):
+        SACConfig(crossq=True, critic_arch="residual")
+    with pytest.raises(ValueError, match="adam_beta1"):
+        SACConfig(adam_beta1=1.0)
+    with pytest.raises(ValueError, match="critic_hidden_dims"):
+        SACConfig(critic_hidden_dims=())
+    agent = SACAgent(state_layout(2), 2, small_sac(critic_hidden_dims=(48,)), seed=0)
+    assert agent.critic.out.weight.shape == (2, 48, 1)  # the actor keeps hidden_dims
+    assert agent.actor.net[0].out_features == 32

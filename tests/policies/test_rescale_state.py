@@ -16,7 +16,9 @@ from policies.sac import SACAgent
 def _outputs(agent: SACAgent, obs: dict, action: torch.Tensor) -> list[torch.Tensor]:
     with torch.no_grad():
         z = agent.encoder(obs)
-        out = [agent.actor.mode(z), agent.critic(z, action), agent.critic_target(z, action)]
+        out = [agent.actor.mode(z), agent.critic(z, action)]
+        if agent.critic_target is not None:
+            out.append(agent.critic_target(z, action))
         if agent.actor_average is not None:
             out.append(agent.actor_average.mode(z))
         return out
@@ -29,13 +31,15 @@ def _outputs(agent: SACAgent, obs: dict, action: torch.Tensor) -> list[torch.Ten
         (state_layout(), (16,)),  # a state MLP reads it first
         (pixel_layout(), ()),  # the state is the first part of the features
         (state_layout(), "residual"),  # SimBa's critic: its input layer takes the fold
+        (pixel_layout(), "crossq"),  # CrossQ's: its input renorm's running statistics take it
     ],
-    ids=["state", "state-mlp", "pixels+state", "residual-critic"],
+    ids=["state", "state-mlp", "pixels+state", "residual-critic", "crossq-critic"],
 )
 def test_every_network_computes_the_same_on_the_refitted_inputs(layout, state_mlp):
     arch = "residual" if state_mlp == "residual" else "mlp"
-    state_mlp = () if state_mlp == "residual" else state_mlp
-    cfg = small_sac(policy_average=0.01, critic_arch=arch)
+    crossq = state_mlp == "crossq"
+    state_mlp = () if state_mlp in ("residual", "crossq") else state_mlp
+    cfg = small_sac(policy_average=0.01, critic_arch=arch, crossq=crossq)
     cfg = dataclasses.replace(
         cfg, encoder=dataclasses.replace(cfg.encoder, state_hidden_dims=state_mlp)
     )
@@ -53,6 +57,9 @@ def test_every_network_computes_the_same_on_the_refitted_inputs(layout, state_ml
     def normed(m: np.ndarray, s: np.ndarray) -> dict:
         return {**obs, "state": (raw - torch.as_tensor(m)) / torch.as_tensor(s)}
 
+    if crossq:  # running statistics away from their initial 0 and 1
+        with torch.no_grad():
+            agent.critic(agent.encoder(normed(m0, s0)) * 2.0 + 0.5, action, batch_stats=True)
     before = _outputs(agent, normed(m0, s0), action)
     agent.rescale_state_inputs(s1 / s0, (m1 - m0) / s0)
     after = _outputs(agent, normed(m1, s1), action)
