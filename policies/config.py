@@ -116,7 +116,8 @@ class SACConfig:
     both, and the target is that pass's detached Q(s', a') (``tau`` is unused). The actor's loss,
     the Q filter and the conservative term read the critics with their running statistics.
     The published setting adds wide critics (``critic_hidden_dims``), ``adam_beta1`` 0.5,
-    learning rates 1e-3 and an actor update every 3 critic updates (``utd`` 3). A discrete
+    learning rates 1e-3 and an actor update every 3 critic updates (not built: ``utd`` 3 would
+    also take 3 critic updates per env step, CrossQ takes 1). A discrete
     gripper critic (``hybrid_gripper``) keeps its LayerNorm and target network."""
     crossq_momentum: float = 0.01
     """CrossQ: fraction of a batch's statistics the running ones take per training pass."""

@@ -108,7 +108,8 @@ class EnsembleBatchRenorm(nn.Module):
             d = (mean - self.running_mean) / running_std
             d = torch.where(on, d.clamp(-self.d_max, self.d_max), 0.0)
             self.running_mean.lerp_(mean, self.momentum)
-            self.running_var.lerp_(x.var(1, keepdim=True), self.momentum)  # unbiased
+            n = x.shape[1]  # the running variance is the unbiased one, as torch's BatchNorm's
+            self.running_var.lerp_(var * (n / max(n - 1, 1)), self.momentum)
             self.passes.add_(1)
         return ((x - mean) / std * r + d) * w + b
 
