@@ -11,6 +11,10 @@ backbone.
     python bench/learner_throughput.py --only state
     python bench/learner_throughput.py --only cached --threads 2
     python bench/learner_throughput.py --pixel-batch 32 --pixel-iters 3
+    python bench/learner_throughput.py --only cached --critics mlp,simba --ensembles 2 --utds 1
+
+``--critics`` names critic architectures (CRITICS: the MLP, SimBa's residual critic, CrossQ's)
+run in turn on the same data, so their costs compare as ratios from one run.
 
 One "update" is one ``agent.update`` call: ``utd`` critic updates + one actor/temperature update.
 Peak memory is the process's max RSS (resource.getrusage), so it only grows across configs;
@@ -39,6 +43,14 @@ from robot_rl.learner.malloc import keep_freed_memory
 
 STATE_DIM = 20  # tcp pose + vel + wrench + gripper (twin default state)
 ACTION_DIM = 7
+# critic architectures by name (SACConfig overrides; bench/sparse_suite.py's configs of the same
+# names measure how they learn)
+CRITICS: dict[str, dict] = {
+    "mlp": {},
+    "simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
+    "simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
+    "crossq": {"crossq": True},
+}
 
 
 def machine() -> dict:
@@ -235,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--encoders", default="conv,efficientnet")
     p.add_argument("--utds", default="1,4")
     p.add_argument("--ensembles", default="2,10")
+    p.add_argument("--critics", default="mlp", help=f"critic architectures, of {list(CRITICS)}")
     p.add_argument("--efficientnet-weights", default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu")
@@ -244,13 +257,16 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     utds = [int(x) for x in a.utds.split(",")]
     ensembles = [int(x) for x in a.ensembles.split(",")]
+    critics = a.critics.split(",")
+    if unknown := set(critics) - set(CRITICS):
+        p.error(f"unknown --critics {sorted(unknown)}; known: {list(CRITICS)}")
     if a.only in (None, "state"):
         layout = ObsLayout(state_dim=STATE_DIM, images={})
-        for n in ensembles:
-            for utd in utds:
-                cfg = SACConfig(num_critics=n, utd=utd)
-                r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
-                print(json.dumps(r), flush=True)
+        for n, utd, critic in ((n, u, c) for n in ensembles for u in utds for c in critics):
+            cfg = SACConfig(num_critics=n, utd=utd, **CRITICS[critic])
+            r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
+            r["config"]["critic"] = critic
+            print(json.dumps(r), flush=True)
     if a.only in (None, "cached"):
         weights = efficientnet_path(a.efficientnet_weights)
         if weights is None or not Path(weights).is_file():
@@ -265,14 +281,14 @@ def main(argv: list[str] | None = None) -> None:
                     bottleneck_channels=k,
                     bottleneck_precision=prec,
                 )
-                for n in ensembles:
-                    for utd in utds:
-                        cfg = SACConfig(num_critics=n, utd=utd, encoder=enc)
-                        r = run_cached(
-                            "pixels_cached", cfg, a.image_px, a.pixel_batch, a.cached_iters,
-                            a.cached_rows, a.device,
-                        )  # fmt: skip
-                        print(json.dumps(r), flush=True)
+                for n, utd, critic in ((n, u, c) for n in ensembles for u in utds for c in critics):
+                    cfg = SACConfig(num_critics=n, utd=utd, encoder=enc, **CRITICS[critic])
+                    r = run_cached(
+                        "pixels_cached", cfg, a.image_px, a.pixel_batch, a.cached_iters,
+                        a.cached_rows, a.device,
+                    )  # fmt: skip
+                    r["config"]["critic"] = critic
+                    print(json.dumps(r), flush=True)
     if a.only in (None, "pixels"):
         img = ArraySpec((a.image_px, a.image_px, 3), "uint8")
         layout = ObsLayout(state_dim=STATE_DIM, images={keys.CAM_FRONT: img, keys.CAM_WRIST: img})
