@@ -167,6 +167,10 @@ CONFIGS: dict[str, dict] = {
     # CPU), and a lighter 1 block 2x wide (~2x)
     "default_simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
     "default_simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
+    # the default with CHAIN's churn reduction (Tang & Berseth 2024): each update also pays for
+    # moving Q (weight 0.1, CHAIN's MuJoCo setting) and the policy (KL, weight 1) on a second
+    # batch away from the networks of one update earlier (~1.5x the default's update cost)
+    "default_chain": {"churn_value": 0.1, "churn_policy": 1.0},
     # the default with CrossQ's critic (batch-renormalised, no target network, one pass over
     # (s, a) and (s', a')): 256 wide (~1.7x the default's update cost on this CPU), and with the
     # published optimiser setting on sb3-contrib's 1024-wide critics (Adam beta1 0.5, learning

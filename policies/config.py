@@ -186,6 +186,18 @@ class SACConfig:
     Against a policy that swings between evaluations as the actor chases a moving critic
     (Nikishin et al. 2018 average weights for the same reason). Averages the actor's MLP only:
     a trained pixel encoder is shared as it is."""
+    churn_value: float = 0.0
+    """Value churn reduction (CHAIN, Tang & Berseth 2024): + this weight x the mean squared
+    change of every arm critic's Q on a reference batch (a second batch drawn per update, its
+    own (s, a)) from the critics as they were one update earlier, in the critic loss. Against
+    the chain of churn: an update meant for one batch moving Q (and so the greedy action) on
+    states it never saw. 0 = off. CHAIN's MuJoCo SAC uses 0.1. On pixels the reference reads
+    the current encoder's features (the encoder's own change is not held)."""
+    churn_policy: float = 0.0
+    """Policy churn reduction (CHAIN): + this weight x the KL divergence of the actor's
+    Gaussian (before the tanh) on the reference batch's states from the actor one update
+    earlier, in the actor loss (whose Q term is O(1) with 0/1 rewards or ``bc_normalize``).
+    0 = off."""
     log_std_min: float = -5.0
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -273,6 +285,11 @@ class SACConfig:
             raise ValueError("grad_clip_norm must be > 0 or None")
         if not 0.0 <= self.gripper_epsilon <= 1.0:
             raise ValueError("gripper_epsilon must be in [0, 1]")
+        if self.churn_value < 0 or self.churn_policy < 0:
+            raise ValueError(
+                f"churn_value and churn_policy must be >= 0 (0 turns them off), got "
+                f"{self.churn_value} and {self.churn_policy}"
+            )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ toggle penalty computed from ``state[:, gripper_state_index]`` = gripper_pos) on
 encoder features; continuous SAC covers the remaining dims. With ``crossq`` (CrossQ) there is
 no Qtarg: the critics, batch-renormalised, read (z, a) and (z', a') in one pass and the target
 takes that pass's detached Q(z', a'); every other critic read uses the running statistics.
+With ``churn_value`` / ``churn_policy`` (CHAIN) a reference batch is drawn once per update and
+L_Q / L_pi also pay for moving Q / pi on it away from the networks of one update earlier.
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ class SACAgent:
         )
         for m in self.modules().values():
             m.to(self.device)
+        # CHAIN's references: the critics / the actor as they were one update earlier (not in
+        # modules(): never saved; after a load or a refit fold they start again from the live)
+        self._churn_critic = self._frozen_copy(self.critic) if cfg.churn_value > 0 else None
+        self._churn_actor = self._frozen_copy(self.actor) if cfg.churn_policy > 0 else None
+        self._churn_ready = False
         critic_params = [p for p in self.encoder.parameters() if p.requires_grad]
         critic_params += list(self.critic.parameters())
         if self.gripper_critic is not None:
@@ -119,6 +126,10 @@ class SACAgent:
         self.critic_opt = self._adam(critic_params, cfg.critic_lr)
         self.actor_opt = self._adam(self.actor.parameters(), cfg.actor_lr)
         self.alpha_opt = self._adam([self.log_alpha], cfg.temperature_lr, beta1=0.9)
+
+    @staticmethod
+    def _frozen_copy(module: nn.Module) -> nn.Module:
+        return copy.deepcopy(module).requires_grad_(False)
 
     def _adam(self, params, lr: float, beta1: float | None = None) -> torch.optim.Adam:
         """Adam (beta1: ``cfg.adam_beta1`` unless given); the fused kernel (same update rule,
@@ -346,13 +357,32 @@ class SACAgent:
         """One learner step: cfg.utd critic updates (fresh batches), then actor + temperature."""
         for m in self.modules().values():
             m.train()
+        ref = None  # CHAIN's reference batch: (features, arm actions), drawn before the rest
+        if self._churn_critic is not None or self._churn_actor is not None:
+            ref_batch = sample()
+            with torch.no_grad():
+                ref = (self.encoder(ref_batch.obs), ref_batch.action[:, : self.arm_dim].float())
+        churn: dict[str, torch.Tensor] = {}
         for _ in range(self.cfg.utd):
             batch = sample()
             loss, z, metrics = self._critic_loss(batch)
+            if ref is not None and self._churn_critic is not None:
+                if self._churn_ready:
+                    with torch.no_grad():
+                        q_prev = self._q_values(self._churn_critic(*ref))  # (N, B)
+                    churn["churn_value"] = F.mse_loss(self._q_values(self.critic(*ref)), q_prev)
+                    loss = loss + self.cfg.churn_value * churn["churn_value"]
+                self._copy_into(self._churn_critic, self.critic)  # params before this step
             self._step(self.critic_opt, loss)
             self.polyak_update()
             self.num_critic_updates += 1
         a_loss, logp = self.actor_loss(z, batch)
+        if ref is not None and self._churn_actor is not None:
+            if self._churn_ready:
+                churn["churn_policy"] = self._policy_churn(ref[0])
+                a_loss = a_loss + self.cfg.churn_policy * churn["churn_policy"]
+            self._copy_into(self._churn_actor, self.actor)
+        self._churn_ready = ref is not None
         self._step(self.actor_opt, a_loss)
         if self.actor_average is not None:
             with torch.no_grad():
@@ -372,7 +402,25 @@ class SACAgent:
         if self._bc_kept is not None:
             metrics.update(bc_q_filter_kept=self._bc_kept.detach())
             self._bc_kept = None
+        metrics.update({k: v.detach() for k, v in churn.items()})
         return _to_floats(metrics)
+
+    def _policy_churn(self, z_ref: torch.Tensor) -> torch.Tensor:
+        """Mean KL(pi || pi_prev) of the pre-tanh Gaussians on the reference features."""
+        mean, log_std = self.actor.dist_params(z_ref)  # (B, A_arm) each
+        with torch.no_grad():
+            mean0, log_std0 = self._churn_actor.dist_params(z_ref)
+        var_ratio = torch.exp(2.0 * (log_std - log_std0))
+        kl = log_std0 - log_std + 0.5 * (var_ratio + (mean - mean0) ** 2 / torch.exp(2 * log_std0))
+        return (kl - 0.5).sum(-1).mean()
+
+    @staticmethod
+    @torch.no_grad()
+    def _copy_into(ref: nn.Module, live: nn.Module) -> None:
+        """ref's parameters and buffers <- live's (in place)."""
+        torch._foreach_copy_(list(ref.parameters()), list(live.parameters()))
+        for b_ref, b_live in zip(ref.buffers(), live.buffers(), strict=True):
+            b_ref.copy_(b_live)
 
     @torch.no_grad()
     def rescale_state_inputs(self, scale: np.ndarray, shift: np.ndarray) -> None:
@@ -386,6 +434,7 @@ class SACAgent:
             shift: (S,) (new mean - old mean) / old std.
         """
         s = self.layout.state_dim
+        self._churn_ready = False  # CHAIN's references read the old normalisation
         k = torch.as_tensor(np.asarray(scale, np.float32), device=self.device)  # (S,)
         d = torch.as_tensor(np.asarray(shift, np.float32), device=self.device)  # (S,)
         if not isinstance(self.encoder.state_net, nn.Identity):  # a state MLP reads it first
@@ -448,6 +497,7 @@ class SACAgent:
                 sub = {k[len(name) + 1 :]: v for k, v in state.items() if k.startswith(name + ".")}
                 m.load_state_dict(sub)
             self.log_alpha.copy_(state["log_alpha"])
+        self._churn_ready = False  # CHAIN's references are other weights now
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"critic": self.critic_opt, "actor": self.actor_opt, "alpha": self.alpha_opt}
