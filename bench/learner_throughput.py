@@ -11,10 +11,11 @@ backbone.
     python bench/learner_throughput.py --only state
     python bench/learner_throughput.py --only cached --threads 2
     python bench/learner_throughput.py --pixel-batch 32 --pixel-iters 3
-    python bench/learner_throughput.py --only cached --critics mlp,simba --ensembles 2 --utds 1
+    python bench/learner_throughput.py --only cached --variants mlp,simba --ensembles 2 --utds 1
 
-``--critics`` names critic architectures (CRITICS: the MLP, SimBa's residual critic, CrossQ's)
-run in turn on the same data, so their costs compare as ratios from one run.
+``--variants`` names agent variants (VARIANTS: the MLP critic, SimBa's residual critic,
+CrossQ's, CHAIN's churn reduction) run in turn on the same data, so their costs compare as
+ratios from one run.
 
 One "update" is one ``agent.update`` call: ``utd`` critic updates + one actor/temperature update.
 Peak memory is the process's max RSS (resource.getrusage), so it only grows across configs;
@@ -43,13 +44,14 @@ from robot_rl.learner.malloc import keep_freed_memory
 
 STATE_DIM = 20  # tcp pose + vel + wrench + gripper (twin default state)
 ACTION_DIM = 7
-# critic architectures by name (SACConfig overrides; bench/sparse_suite.py's configs of the same
-# names measure how they learn)
-CRITICS: dict[str, dict] = {
+# agent variants by name (SACConfig overrides; bench/sparse_suite.py's default_<name> configs
+# measure how they learn)
+VARIANTS: dict[str, dict] = {
     "mlp": {},
     "simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
     "simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
     "crossq": {"crossq": True},
+    "chain": {"churn_value": 0.1, "churn_policy": 1.0},
 }
 
 
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--encoders", default="conv,efficientnet")
     p.add_argument("--utds", default="1,4")
     p.add_argument("--ensembles", default="2,10")
-    p.add_argument("--critics", default="mlp", help=f"critic architectures, of {list(CRITICS)}")
+    p.add_argument("--variants", default="mlp", help=f"agent variants, of {list(VARIANTS)}")
     p.add_argument("--efficientnet-weights", default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu")
@@ -257,15 +259,15 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     utds = [int(x) for x in a.utds.split(",")]
     ensembles = [int(x) for x in a.ensembles.split(",")]
-    critics = a.critics.split(",")
-    if unknown := set(critics) - set(CRITICS):
-        p.error(f"unknown --critics {sorted(unknown)}; known: {list(CRITICS)}")
+    variants = a.variants.split(",")
+    if unknown := set(variants) - set(VARIANTS):
+        p.error(f"unknown --variants {sorted(unknown)}; known: {list(VARIANTS)}")
     if a.only in (None, "state"):
         layout = ObsLayout(state_dim=STATE_DIM, images={})
-        for n, utd, critic in ((n, u, c) for n in ensembles for u in utds for c in critics):
-            cfg = SACConfig(num_critics=n, utd=utd, **CRITICS[critic])
+        for n, utd, variant in ((n, u, v) for n in ensembles for u in utds for v in variants):
+            cfg = SACConfig(num_critics=n, utd=utd, **VARIANTS[variant])
             r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
-            r["config"]["critic"] = critic
+            r["config"]["variant"] = variant
             print(json.dumps(r), flush=True)
     if a.only in (None, "cached"):
         weights = efficientnet_path(a.efficientnet_weights)
@@ -281,13 +283,13 @@ def main(argv: list[str] | None = None) -> None:
                     bottleneck_channels=k,
                     bottleneck_precision=prec,
                 )
-                for n, utd, critic in ((n, u, c) for n in ensembles for u in utds for c in critics):
-                    cfg = SACConfig(num_critics=n, utd=utd, encoder=enc, **CRITICS[critic])
+                for n, utd, v in ((n, u, v) for n in ensembles for u in utds for v in variants):
+                    cfg = SACConfig(num_critics=n, utd=utd, encoder=enc, **VARIANTS[v])
                     r = run_cached(
                         "pixels_cached", cfg, a.image_px, a.pixel_batch, a.cached_iters,
                         a.cached_rows, a.device,
                     )  # fmt: skip
-                    r["config"]["critic"] = critic
+                    r["config"]["variant"] = v
                     print(json.dumps(r), flush=True)
     if a.only in (None, "pixels"):
         img = ArraySpec((a.image_px, a.image_px, 3), "uint8")
