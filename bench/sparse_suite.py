@@ -171,6 +171,8 @@ CONFIGS: dict[str, dict] = {
     # moving Q (weight 0.1, CHAIN's MuJoCo setting) and the policy (KL, weight 1) on a second
     # batch away from the networks of one update earlier (~1.5x the default's update cost)
     "default_chain": {"churn_value": 0.1, "churn_policy": 1.0},
+    # the same held 10x harder
+    "default_chain_strong": {"churn_value": 1.0, "churn_policy": 10.0},
     # the default with CrossQ's critic (batch-renormalised, no target network, one pass over
     # (s, a) and (s', a')): 256 wide (~1.7x the default's update cost on this CPU), and with the
     # published optimiser setting on sb3-contrib's 1024-wide critics (Adam beta1 0.5, learning
