@@ -25,6 +25,7 @@ run a single config (``--only``, ``--encoders``) for a clean figure.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -42,16 +43,16 @@ from robot_rl.core.batch import Batch, ObsLayout
 from robot_rl.core.specs import ArraySpec
 from robot_rl.learner.malloc import keep_freed_memory
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sparse_suite import CONFIGS as SUITE_CONFIGS  # noqa: E402
+
 STATE_DIM = 20  # tcp pose + vel + wrench + gripper (twin default state)
 ACTION_DIM = 7
-# agent variants by name (SACConfig overrides; bench/sparse_suite.py's default_<name> configs
-# measure how they learn)
+# agent variants by name: the SACConfig overrides of bench/sparse_suite.py's configs that
+# measure how they learn ("mlp": the default's critic, none)
 VARIANTS: dict[str, dict] = {
-    "mlp": {},
-    "simba": {"critic_arch": "residual", "critic_blocks": 2, "critic_expand": 4},
-    "simba_small": {"critic_arch": "residual", "critic_blocks": 1, "critic_expand": 2},
-    "crossq": {"crossq": True},
-    "chain": {"churn_value": 0.1, "churn_policy": 1.0},
+    "mlp": SUITE_CONFIGS["default"],
+    **{v: SUITE_CONFIGS[f"default_{v}"] for v in ("simba", "simba_small", "crossq", "chain")},
 }
 
 
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"unknown --variants {sorted(unknown)}; known: {list(VARIANTS)}")
     if a.only in (None, "state"):
         layout = ObsLayout(state_dim=STATE_DIM, images={})
-        for n, utd, variant in ((n, u, v) for n in ensembles for u in utds for v in variants):
+        for n, utd, variant in itertools.product(ensembles, utds, variants):
             cfg = SACConfig(num_critics=n, utd=utd, **VARIANTS[variant])
             r = run("state", layout, cfg, a.batch, a.iters, 3, a.device)
             r["config"]["variant"] = variant
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
                     bottleneck_channels=k,
                     bottleneck_precision=prec,
                 )
-                for n, utd, v in ((n, u, v) for n in ensembles for u in utds for v in variants):
+                for n, utd, v in itertools.product(ensembles, utds, variants):
                     cfg = SACConfig(num_critics=n, utd=utd, encoder=enc, **VARIANTS[v])
                     r = run_cached(
                         "pixels_cached", cfg, a.image_px, a.pixel_batch, a.cached_iters,

@@ -89,16 +89,10 @@ class SACAgent:
                 else None
             )
         # CrossQ has no target network: its target is the online critics' detached Q(s', a')
-        self.critic_target = (
-            None if cfg.crossq else copy.deepcopy(self.critic).requires_grad_(False)
-        )
-        self.actor_average = (
-            copy.deepcopy(self.actor).requires_grad_(False) if cfg.policy_average > 0 else None
-        )
+        self.critic_target = None if cfg.crossq else self._frozen_copy(self.critic)
+        self.actor_average = self._frozen_copy(self.actor) if cfg.policy_average > 0 else None
         self.gripper_target = (
-            copy.deepcopy(self.gripper_critic).requires_grad_(False)
-            if self.gripper_critic is not None
-            else None
+            self._frozen_copy(self.gripper_critic) if self.gripper_critic is not None else None
         )
         self.log_alpha = torch.tensor(
             float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True
@@ -129,6 +123,7 @@ class SACAgent:
 
     @staticmethod
     def _frozen_copy(module: nn.Module) -> nn.Module:
+        """A copy that no optimiser trains (targets, averages, CHAIN's references)."""
         return copy.deepcopy(module).requires_grad_(False)
 
     def _adam(self, params, lr: float, beta1: float | None = None) -> torch.optim.Adam:

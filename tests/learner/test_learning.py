@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -64,11 +65,7 @@ def _small_train_sac():
     """robot-rl train's agent (TRAIN_SAC) with small hidden layers."""
     from robot_rl.app.train import TRAIN_SAC
 
-    agent = (
-        "backup_entropy", "init_temperature", "num_critics", "bc_weight", "bc_q_filter",
-        "bc_normalize", "gamma",
-    )  # fmt: skip
-    return small_sac(**{k: getattr(TRAIN_SAC, k) for k in agent})
+    return dataclasses.replace(TRAIN_SAC, hidden_dims=(64, 64))
 
 
 def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
