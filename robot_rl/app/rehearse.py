@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -127,15 +128,24 @@ class RehearseConfig:
     many steps (`actor --human-patience-steps`); a person who steps in at every hesitation
     leaves the policy few chances to recover on its own."""
     learner_args: tuple[str, ...] = ()
-    """More options of `robot-rl learner` (e.g. --utd 2)."""
+    """More options of `robot-rl learner`, as one quoted string split like a shell line, e.g.
+    `--learner-args="--utd 2 --sac.critic-arch residual"` (the `=` form: a value that starts
+    with `--` cannot follow the flag as a separate word)."""
     actor_args: tuple[str, ...] = ()
-    """More options of `robot-rl actor`."""
+    """More options of `robot-rl actor`, the same way (`--actor-args="--no-progress"`)."""
     progress: bool = True
     """Show progress on stderr."""
     json: bool = False
     """Print exactly one JSON object (the report) on stdout."""
 
     def __post_init__(self) -> None:
+        for name in ("learner_args", "actor_args"):  # "--utd 2" -> ("--utd", "2")
+            try:
+                words = tuple(w for arg in getattr(self, name) for w in shlex.split(arg))
+            except ValueError as e:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"{flag}: {e} (give the options as one shell line)") from e
+            object.__setattr__(self, name, words)
         if self.demos < 1 or self.label_episodes < 2:
             raise ValueError("--demos must be >= 1 and --label-episodes >= 2")
         if self.label_near_miss_every < 0:

@@ -127,3 +127,21 @@ def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int
     f = report["figures"]
     assert f["episodes"] >= 1 and f["actor_steps"] > 0 and f["learner_updates"] > 0
     assert (out / "success.png").stat().st_size > 0
+
+
+def test_learner_and_actor_options_pass_through_as_one_quoted_string() -> None:
+    import tyro
+
+    from robot_rl.app.rehearse import RehearseConfig
+
+    cfg = tyro.cli(
+        RehearseConfig,
+        args=["--learner-args=--utd 2 --sac.critic-arch residual",
+              "--actor-args=--human-patience-steps 30"],
+    )  # fmt: skip
+    assert cfg.learner_args == ("--utd", "2", "--sac.critic-arch", "residual")
+    assert cfg.actor_args == ("--human-patience-steps", "30")
+    # from Python, words already split stay as they are
+    assert RehearseConfig(learner_args=("--utd", "2")).learner_args == ("--utd", "2")
+    with pytest.raises(ValueError, match="closing quotation"):
+        RehearseConfig(learner_args=("--run 'unclosed",))
