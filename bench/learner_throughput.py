@@ -13,9 +13,9 @@ backbone.
     python bench/learner_throughput.py --pixel-batch 32 --pixel-iters 3
     python bench/learner_throughput.py --only cached --variants mlp,simba --ensembles 2 --utds 1
 
-``--variants`` names agent variants (VARIANTS: the MLP critic, SimBa's residual critic,
-CrossQ's, CHAIN's churn reduction) run in turn on the same data, so their costs compare as
-ratios from one run.
+``--variants`` names agent variants (VARIANTS: the MLP critic, SimBa's residual critic, in
+float32 and with bfloat16 blocks, CrossQ's, CHAIN's churn reduction) run in turn on the same
+data, so their costs compare as ratios from one run.
 
 One "update" is one ``agent.update`` call: ``utd`` critic updates + one actor/temperature update.
 Peak memory is the process's max RSS (resource.getrusage), so it only grows across configs;
@@ -52,7 +52,10 @@ ACTION_DIM = 7
 # measure how they learn ("mlp": the default's critic, none)
 VARIANTS: dict[str, dict] = {
     "mlp": SUITE_CONFIGS["default"],
-    **{v: SUITE_CONFIGS[f"default_{v}"] for v in ("simba", "simba_small", "crossq", "chain")},
+    **{
+        v: SUITE_CONFIGS[f"default_{v}"]
+        for v in ("simba", "simba_small", "simba_bf16", "crossq", "chain")
+    },
 }
 
 

@@ -106,6 +106,14 @@ class SACConfig:
     """Residual critic: number of blocks."""
     critic_expand: int = 4
     """Residual critic: inner width of a block over its width."""
+    critic_block_precision: Literal["auto", "float32", "bfloat16"] = "float32"
+    """Residual critic: the dtype of each block's two matrix products (the wide inner layer,
+    the residual critic's largest cost) on the CPU. ``bfloat16`` casts the LayerNorm's output
+    and bfloat16 copies of the float32 weights into the products (float32 weights, gradients,
+    optimiser state, LayerNorms and the residual sum: mixed precision inside the blocks, as
+    ``EncoderConfig.bottleneck_precision`` does on the pixel bottleneck); ``auto``: bfloat16
+    where the CPU multiplies bfloat16 natively (AMX or AVX512-BF16), float32 elsewhere and on
+    GPUs. The mlp critic is always float32."""
     critic_hidden_dims: tuple[int, ...] | None = None
     """Hidden sizes of each critic when they differ from the actor's; None = ``hidden_dims``
     (CrossQ's critics are 2048 wide, sb3-contrib's 1024, its actor 256)."""
@@ -263,6 +271,11 @@ class SACConfig:
             raise ValueError(f"critic_arch must be 'mlp' or 'residual', got {self.critic_arch!r}")
         if self.critic_blocks < 1 or self.critic_expand < 1:
             raise ValueError("critic_blocks and critic_expand must be >= 1")
+        if self.critic_block_precision not in ("auto", "float32", "bfloat16"):
+            raise ValueError(
+                "critic_block_precision must be 'auto', 'float32' or 'bfloat16', got "
+                f"{self.critic_block_precision!r}"
+            )
         if self.critic_hidden_dims is not None and not self.critic_hidden_dims:
             raise ValueError("critic_hidden_dims needs at least one layer (None: hidden_dims)")
         if self.crossq and self.critic_arch != "mlp":

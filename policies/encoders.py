@@ -163,7 +163,7 @@ class FeatureHead(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         b, h, w, c = features.shape
         weight = self.bottleneck.weight * FEATURE_SCALE  # steps -> feature values, folded
-        if features.device.type == "cpu" and _use_bfloat16(self.precision):
+        if features.device.type == "cpu" and use_bfloat16(self.precision):
             # uint8 -> bfloat16 is exact and 3x cheaper than -> float32, and the products run
             # on the CPU's bfloat16 units; float32 master weights (the casts carry gradients)
             x = features.reshape(b, h * w, c).to(torch.bfloat16)
@@ -185,7 +185,8 @@ def cpu_has_native_bfloat16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def _use_bfloat16(precision: str) -> bool:
+def use_bfloat16(precision: str) -> bool:
+    """Whether a ``"auto" | "float32" | "bfloat16"`` precision setting means bfloat16 here."""
     return precision == "bfloat16" or (precision == "auto" and cpu_has_native_bfloat16())
 
 

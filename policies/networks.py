@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from policies.encoders import mlp
+from policies.encoders import mlp, use_bfloat16
 
 
 def _params(
@@ -115,18 +115,30 @@ class EnsembleBatchRenorm(nn.Module):
 
 
 class EnsembleResidualBlock(nn.Module):
-    """SimBa's block for N members: ``x + W2 relu(W1 LayerNorm(x))``, W1: D -> expand * D."""
+    """SimBa's block for N members: ``x + W2 relu(W1 LayerNorm(x))``, W1: D -> expand * D.
 
-    def __init__(self, n: int, dim: int, expand: int) -> None:
+    ``precision`` (``SACConfig.critic_block_precision``): with bfloat16 (on a CPU) the two
+    products run in bfloat16 from bfloat16 copies of the float32 weights (the casts carry the
+    gradients back to them); the LayerNorm and the residual sum stay float32.
+    """
+
+    def __init__(self, n: int, dim: int, expand: int, precision: str = "float32") -> None:
         super().__init__()
         self.norm = EnsembleLayerNorm(n, dim)
         self.up = EnsembleLinear(n, dim, expand * dim)
         self.down = EnsembleLinear(n, expand * dim, dim)
+        self.precision = precision
 
     def forward(
         self, x: torch.Tensor, detach_params: bool = False, members: torch.Tensor | None = None
     ) -> torch.Tensor:
-        h = F.relu(self.up(self.norm(x, detach_params, members), detach_params, members))
+        h = self.norm(x, detach_params, members)
+        if x.device.type == "cpu" and use_bfloat16(self.precision):
+            w1, b1 = (t.to(torch.bfloat16) for t in _params(self.up, detach_params, members))
+            w2, b2 = (t.to(torch.bfloat16) for t in _params(self.down, detach_params, members))
+            h = F.relu(torch.baddbmm(b1, h.to(torch.bfloat16), w1))
+            return x + torch.baddbmm(b2, h, w2).float()
+        h = F.relu(self.up(h, detach_params, members))
         return x + self.down(h, detach_params, members)
 
 
@@ -138,7 +150,8 @@ class CriticEnsemble(nn.Module):
     Linear to ``hidden[0]`` wide, ``blocks`` pre-LayerNorm residual blocks (inner width
     ``expand`` times that), a final LayerNorm, then the output layer: the residual path keeps a
     near-linear function reachable however deep, which is reported to keep value networks
-    stable as they grow. ``batch_renorm=(momentum, warmup)`` (mlp only, CrossQ's critic): an
+    stable as they grow; ``block_precision`` is its blocks' (:class:`EnsembleResidualBlock`).
+    ``batch_renorm=(momentum, warmup)`` (mlp only, CrossQ's critic): an
     :class:`EnsembleBatchRenorm` before every Linear (the input's included) instead of
     LayerNorm; ``forward(..., batch_stats=True)`` is the pass that uses and updates batch
     statistics.
@@ -156,6 +169,7 @@ class CriticEnsemble(nn.Module):
         blocks: int = 2,
         expand: int = 4,
         batch_renorm: tuple[float, int] | None = None,
+        block_precision: str = "float32",
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
@@ -167,7 +181,8 @@ class CriticEnsemble(nn.Module):
             width = hidden[0]
             self.inp = EnsembleLinear(num_critics, feature_dim + action_dim, width)
             self.blocks = nn.ModuleList(
-                EnsembleResidualBlock(num_critics, width, expand) for _ in range(blocks)
+                EnsembleResidualBlock(num_critics, width, expand, block_precision)
+                for _ in range(blocks)
             )
             self.final_norm = EnsembleLayerNorm(num_critics, width)
             self.out = EnsembleLinear(num_critics, width, out_dim)

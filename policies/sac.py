@@ -76,7 +76,8 @@ class SACAgent:
                 e, self.arm_dim, cfg.hidden_dims, cfg.log_std_min, cfg.log_std_max
             )
             arch = {"arch": cfg.critic_arch, "blocks": cfg.critic_blocks,
-                    "expand": cfg.critic_expand}  # fmt: skip
+                    "expand": cfg.critic_expand,
+                    "block_precision": cfg.critic_block_precision}  # fmt: skip
             hidden = cfg.critic_hidden_dims or cfg.hidden_dims
             renorm = (cfg.crossq_momentum, cfg.crossq_warmup) if cfg.crossq else None
             self.critic = CriticEnsemble(

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from policy_helpers import small_sac, state_layout
 
 from policies.bc import BCAgent
@@ -211,3 +212,30 @@ def test_churn_reduction_solves_the_bandit_and_holds_what_one_update_moves():
     assert "churn_value" in agent.update(sample)
     with pytest.raises(ValueError, match="churn_value"):
         small_sac(churn_value=-1.0)
+
+
+def test_bfloat16_residual_blocks_match_float32_and_learn_the_bandit():
+    """critic_block_precision="bfloat16": the blocks' products in bfloat16 give the float32
+    critic's Q and gradients to bfloat16's precision, the gradients land on float32 weights,
+    and the agent solves the bandit; a bad precision is refused."""
+    from policies.config import SACConfig
+
+    kw = dict(hidden_dims=(64,), critic_arch="residual", critic_blocks=2, critic_expand=4,
+              num_critics=2, actor_lr=1e-3, critic_lr=1e-3, init_temperature=0.05)  # fmt: skip
+    bf = SACAgent(state_layout(2), 2, small_sac(critic_block_precision="bfloat16", **kw), seed=0)
+    fp = SACAgent(state_layout(2), 2, small_sac(**kw), seed=0)  # the same initial weights
+    f, a = torch.randn(256, bf.encoder.out_dim), torch.randn(256, 2)
+    q_bf, q_fp = bf.critic(f, a), fp.critic(f, a)
+    assert q_bf.dtype == torch.float32 and not torch.equal(q_bf, q_fp)  # it did run in bf16
+    torch.testing.assert_close(q_bf, q_fp, rtol=0.05, atol=0.02)
+    q_bf.square().mean().backward()
+    q_fp.square().mean().backward()
+    pairs = zip(bf.critic.named_parameters(), fp.critic.parameters(), strict=True)
+    for (name, p_bf), p_fp in pairs:
+        assert p_bf.dtype == torch.float32 and p_bf.grad.dtype == torch.float32, name
+        cos = F.cosine_similarity(p_bf.grad.flatten(), p_fp.grad.flatten(), dim=0)
+        assert cos > 0.99, (name, float(cos))
+    bf.critic.zero_grad()
+    _solves_the_bandit(bf)
+    with pytest.raises(ValueError, match="critic_block_precision"):
+        SACConfig(critic_block_precision="float16")  # type: ignore[arg-type]
