@@ -70,7 +70,7 @@ from robot_rl.run.rundir import (
     write_json_atomic,
 )
 from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
-from robot_rl.transport.log_sink import LogSink, row_obs
+from robot_rl.transport.log_sink import LogSink, row_obs, warm_features, warm_rows
 from robot_rl.transport.server import LearnerServer, LearnerServerConfig
 
 log = logging.getLogger(__name__)
@@ -325,7 +325,11 @@ class RemoteLearner:
             router = self.core.router()
         lay = self.layout
         eps = steps[EPISODE].tolist()
+        feats = self.core.online.features
+        chunk = warm_rows(feats, lay)
         for r, ep in enumerate(eps):
+            if chunk and r % chunk == 0:  # the next rows' frames in one backbone pass
+                warm_features(feats, steps, lay, slice(r, r + chunk))  # type: ignore[arg-type]
             if ep != last_ep:
                 router.begin_episode()
                 last_ep = ep

