@@ -5,7 +5,10 @@ Prints one JSON object per benchmark (config, machine, figures):
 
 * ``encode``: EfficientNet-Lite0 on one frame (what the actor does per camera and tick) and
   in batches of 32 (demo loading, resume), 1 and 2 torch threads; the memo's cost for a frame
-  seen again; the share of a 100 ms tick (10 Hz) that 2 cameras take.
+  seen again; the share of a 100 ms tick (10 Hz) that 2 cameras take; and ms per frame by
+  frames per pass (``--pass-sizes``, 1 thread, median of interleaved rounds): what the
+  learner's batched warm-up of a pushed batch's frames buys
+  (``robot_rl.transport.log_sink.warm_features``).
 * ``replay_memory``: RSS growth while a replay buffer of cached features (2 cameras) fills,
   per 100k transitions, and whether a one-hour robot run (36k transitions at 10 Hz) plus 20
   demos fits in 8 GB.
@@ -14,6 +17,7 @@ Prints one JSON object per benchmark (config, machine, figures):
 
     MUJOCO_GL=osmesa .venv/bin/python bench/pixel_features.py
     .venv/bin/python bench/pixel_features.py --only encode --image-px 64
+    .venv/bin/python bench/pixel_features.py --only encode --pass-sizes 1 2 6 --rounds 5
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import time
 
 import numpy as np
@@ -70,7 +75,28 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def bench_encode(weights: str, image_px: int, reps: int) -> dict:
+def ms_by_pass_size(
+    feats: EfficientNetFeatures, image_px: int, sizes: list[int], rounds: int
+) -> dict[str, list[float]]:
+    """ms per frame when encoding fresh frames ``size`` at a time, per size and round (the
+    sizes interleaved within each round, so that a slower moment of the machine hits all)."""
+    rng = np.random.default_rng(1)
+    n = 12 * max(sizes)  # whole passes at every size in (1, 2, 3, 4, 6, 12)
+    out: dict[str, list[float]] = {str(s): [] for s in sizes}
+    for _ in range(rounds):
+        for size in sizes:
+            frames = rng.integers(0, 256, (n, image_px, image_px, 3), dtype=np.uint8)
+            done = (n // size) * size
+            t0 = time.perf_counter()
+            for i in range(0, done, size):
+                feats.encode(frames[i : i + size])
+            out[str(size)].append((time.perf_counter() - t0) / done * 1e3)
+    return out
+
+
+def bench_encode(
+    weights: str, image_px: int, reps: int, pass_sizes: list[int] = (), rounds: int = 5
+) -> dict:
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (64, image_px, image_px, 3), dtype=np.uint8)
     figures: dict = {}
@@ -89,6 +115,14 @@ def bench_encode(weights: str, image_px: int, reps: int) -> dict:
         figures[f"ms_per_frame_single_{threads}t"] = one * 1e3
         figures[f"ms_per_frame_batch32_{threads}t"] = batched * 1e3
         figures[f"tick_share_2_cameras_{threads}t"] = 2 * one / TICK_S
+        if threads == 1 and pass_sizes:
+            by_size = ms_by_pass_size(feats, image_px, list(pass_sizes), rounds)
+            figures["ms_per_frame_by_pass_1t"] = {
+                k: round(statistics.median(v), 2) for k, v in by_size.items()
+            }
+            figures["ms_per_frame_by_pass_1t_rounds"] = {
+                k: [round(x, 2) for x in v] for k, v in by_size.items()
+            }
     memo = EfficientNetFeatures(weights, progress=False)
     memo.encode(frames[:1])
     t0 = time.perf_counter()
@@ -99,7 +133,8 @@ def bench_encode(weights: str, image_px: int, reps: int) -> dict:
     return {
         "benchmark": "pixel_features.encode",
         "config": {"backbone": "efficientnet-lite0", "image": [image_px, image_px], "reps": reps,
-                   "feature_shape": list(shape), "tick_s": TICK_S},
+                   "feature_shape": list(shape), "tick_s": TICK_S,
+                   "pass_sizes": list(pass_sizes), "pass_rounds": rounds if pass_sizes else 0},
         "machine": machine(),
         "figures": figures,
     }  # fmt: skip
@@ -173,10 +208,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--transitions", type=int, default=20_000)
     p.add_argument("--weights", default=None, help="EfficientNet-Lite0 weights file")
+    p.add_argument(
+        "--pass-sizes", type=int, nargs="*", default=[1, 2, 6],
+        help="frames per backbone pass to time (1 thread); none to skip",
+    )  # fmt: skip
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per pass size")
     a = p.parse_args(argv)
+    if any(s < 1 for s in a.pass_sizes) or a.rounds < 1:
+        p.error("--pass-sizes must be >= 1 and --rounds >= 1")
     weights = weights_path(a.weights)
     if a.only in (None, "encode"):
-        print(json.dumps(bench_encode(weights, a.image_px, a.reps)), flush=True)
+        record = bench_encode(weights, a.image_px, a.reps, a.pass_sizes, a.rounds)
+        print(json.dumps(record), flush=True)
     torch.set_num_threads(2)
     if a.only in (None, "dtype"):
         print(json.dumps(bench_dtype(a.image_px, a.transitions, 10)), flush=True)

@@ -328,8 +328,8 @@ class RemoteLearner:
         feats = self.core.online.features
         chunk = warm_rows(feats, lay)
         for r, ep in enumerate(eps):
-            if chunk and r % chunk == 0:  # the next rows' frames in one backbone pass
-                warm_features(feats, steps, lay, slice(r, r + chunk))  # type: ignore[arg-type]
+            if feats is not None and chunk and r % chunk == 0:  # next rows' frames, one pass
+                warm_features(feats, steps, lay, slice(r, r + chunk))
             if ep != last_ep:
                 router.begin_episode()
                 last_ep = ep

@@ -333,9 +333,10 @@ def warm_features(
     pass per image size, so that the backbone's memo (``memo_frames``, e.g.
     ``policies.features.EfficientNetFeatures``) serves each row's add. One frame per pass
     costs ~1.5x per frame what six per pass do on a CPU (EfficientNet-Lite0, 128x128, 1 thread:
-    9.4 against 6.2 ms, ``bench/frame_encoding.py``), and encoding arriving frames is most of a
-    pixel learner's main thread (docs/real_robot.md). Keep ``rows`` within :func:`warm_rows`'
-    count, or the memo forgets the first frames before their rows are added."""
+    9.4 against 6.2 ms, ``bench/pixel_features.py --only encode``), and encoding arriving
+    frames is most of a pixel learner's main thread (docs/real_robot.md). Keep ``rows`` within
+    :func:`warm_rows`' count, or the memo forgets the first frames before their rows are
+    added."""
     by_size: dict[tuple[int, ...], list[np.ndarray]] = {}
     for cam in layout.images:
         frames = steps[f"{NEXT_OBS_PREFIX}images/{cam}"][rows]
