@@ -65,7 +65,7 @@ def installed_weights_path() -> Path:
 
 
 def frame_features_for(
-    encoder: EncoderConfig, obs: str, device: str | torch.device = "cpu"
+    encoder: EncoderConfig, obs: str, device: str | torch.device = "cpu", memo_frames: int = 16
 ) -> EfficientNetFeatures | None:
     """The frozen backbone an agent with ``encoder`` needs for ``obs`` ("state" or "pixels"):
     one instance per process (the agent acts on its features, the replay and the demo loader
@@ -73,7 +73,7 @@ def frame_features_for(
     encoder)."""
     if obs != "pixels" or encoder.kind != "efficientnet":
         return None
-    return EfficientNetFeatures(encoder.weights_path, device)
+    return EfficientNetFeatures(encoder.weights_path, device, memo_frames=memo_frames)
 
 
 def load_efficientnet_lite0(weights_path: str | Path) -> nn.Module:
@@ -241,6 +241,14 @@ class EfficientNetFeatures:
                         self._remember(keys[i], out[i])
                 advance(len(idx))
         return out
+
+    def remembered(self, frames: np.ndarray) -> int:
+        """How many of ``frames`` (N, H, W, 3) the memo holds (an :meth:`encode` of them would
+        run the network on the rest; nothing runs here). At most ``memo_frames`` frames."""
+        frames = np.asarray(frames)
+        if len(frames) > self.memo_frames:
+            return 0  # encode() does not look such a batch up in the memo
+        return sum(self._key(f) in self._memo for f in frames)
 
     def _run(self, frames: np.ndarray) -> np.ndarray:
         """The network on (n, H, W, 3) uint8 -> (n, h, w, C) uint8."""

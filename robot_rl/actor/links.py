@@ -6,10 +6,21 @@ every step it pushes the log's durable rows from the learner's ``next_seq`` on w
 only defers the push to the next step), and at the end it waits, bounded, for the learner to
 acknowledge the rest. The embedded trainer's link is in-process
 (:class:`robot_rl.learner.loop.Trainer`): everything else of the actor loop is shared.
+
+Features: with pixels and the frozen backbone, the policy has encoded every frame it acted on,
+and the backbone's memo still holds them when their rows are pushed (a few steps later). A
+learner that asks for them (its policy settings name the feature shapes,
+:func:`robot_rl.transport.codec.accepted_features`) gets each batch's next_obs features with
+its rows, so that it does not run the backbone again on every frame (that was 64% of a pixel
+learner's main thread, docs/real_robot.md). A batch whose frames the memo mostly lacks (random
+steps, a resend after a reconnect) goes without them: the link encodes at most one frame per
+camera and episode of a batch (an episode's last next_obs, which no policy acted on), never a
+backlog, so the actor's tick stays what it was; the learner encodes the rest.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -17,7 +28,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from robot_rl.replay import EpisodeLog
+from robot_rl.transport.codec import EPISODE, FEATURES_PREFIX, NEXT_OBS_PREFIX
 from robot_rl.transport.outbox import LogOutbox
+
+log = logging.getLogger(__name__)
 
 
 class LearnerConnection(Protocol):
@@ -55,10 +69,19 @@ class RemoteLink:
         push_batch_steps: Most transitions per pushed batch.
         drain_timeout_s: At the end, wait this long for the learner to acknowledge the rest of
             the log, seconds.
+        features: The frozen backbone the policy acts with (its memo holds the frames it
+            encoded: ``policies.features.EfficientNetFeatures``), or None.
+        feature_shapes: Feature shape (h, w, C) per camera the learner accepts
+            (``accepted_features`` of its policy settings); empty: send none.
     """
 
     def __init__(
-        self, client: LearnerConnection, push_batch_steps: int = 64, drain_timeout_s: float = 30.0
+        self,
+        client: LearnerConnection,
+        push_batch_steps: int = 64,
+        drain_timeout_s: float = 30.0,
+        features: Any = None,
+        feature_shapes: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         if push_batch_steps < 1:
             raise ValueError(f"push_batch_steps must be >= 1, got {push_batch_steps}")
@@ -70,11 +93,31 @@ class RemoteLink:
         self._log: EpisodeLog | None = None
         self._outbox: LogOutbox | None = None
         self._stats: Any = None
+        self.features = features
+        self.feature_shapes = dict(feature_shapes or {})
+        self._cams: tuple[str, ...] = ()  # cameras whose features go with the rows
 
     def attach(self, log: EpisodeLog, stats: Any) -> None:
         """The actor's log becomes the outbox; the learner routes on its side (no router)."""
         self._log, self._outbox, self._stats = log, LogOutbox(log), stats
+        self._cams = self._feature_cams(log)
         return None
+
+    def _feature_cams(self, elog: EpisodeLog) -> tuple[str, ...]:
+        """The cameras to send features of: all of the layout's, if the learner accepts them and
+        this backbone gives the shapes it expects (and can say what its memo holds)."""
+        feats, want = self.features, self.feature_shapes
+        if feats is None or not want or not hasattr(feats, "remembered"):
+            return ()
+        images = elog.layout.images
+        mine = {c: tuple(feats.feature_shape(tuple(s.shape[:2]))) for c, s in images.items()}
+        if mine != {c: tuple(s) for c, s in want.items()}:
+            log.warning(
+                "the learner accepts features %s, this actor's backbone gives %s: sending "
+                "frames only (the learner encodes them)", want, mine,
+            )  # fmt: skip
+            return ()
+        return tuple(images)
 
     @property
     def run_state(self) -> str:
@@ -110,11 +153,28 @@ class RemoteLink:
         st.logged_transitions = end
         while (s := self.client.next_seq) is not None and s < end:
             stop = min(s + self.push_batch_steps, end)
-            if not self.client.push(s, outbox.read(s, stop)):
+            rows = outbox.read(s, stop)
+            if self._cams:
+                self._add_features(rows)
+            if not self.client.push(s, rows):
                 st.push_refused += 1
                 break
             st.pushed_batches += 1
         st.acked_through = self.client.acked_through
+
+    def _add_features(self, rows: dict[str, np.ndarray]) -> None:
+        """Add ``next_obs/features/<cam>`` when the memo holds all but at most one frame per
+        camera and episode of the batch (module docstring); else leave the rows as they are."""
+        feats, st = self.features, self._stats
+        n = len(rows[EPISODE])
+        frames = {c: rows[f"{NEXT_OBS_PREFIX}images/{c}"] for c in self._cams}
+        allowed = len(np.unique(rows[EPISODE]))  # per camera: each episode's last next_obs
+        if n > feats.memo_frames or any(n - feats.remembered(f) > allowed for f in frames.values()):
+            st.featureless_rows += n
+            return
+        for c, f in frames.items():
+            rows[FEATURES_PREFIX + c] = feats.encode(f)
+        st.feature_rows += n
 
     def finish(self, ok: bool) -> None:
         """Push what is left and wait (bounded) for the learner to acknowledge it (after an

@@ -51,6 +51,11 @@ class ActorStats:
     weights_refused: int = 0
     pushed_batches: int = 0
     push_refused: int = 0
+    feature_rows: int = 0
+    """Rows pushed with the backbone features of their next_obs (the learner runs no backbone
+    on them; see :class:`robot_rl.actor.links.RemoteLink`)."""
+    featureless_rows: int = 0
+    """Rows pushed without them (frames the policy did not act on: random steps, a resend)."""
     paused_s: float = 0.0
     backlog_holds: int = 0
     backlog_held_s: float = 0.0

@@ -131,6 +131,9 @@ class LearnerCmdConfig:
     """Actors served at once."""
     stop_grace_s: float = 5.0
     """After the last step, keep serving this long so that actors hear STOP, seconds."""
+    actor_features: bool = True
+    """Pixels with the frozen backbone: take the backbone features the actors computed to act
+    with their transitions, instead of running the backbone again here on every frame."""
     num_threads: int = 1
     """torch threads."""
     device: str = "cpu"
@@ -184,6 +187,7 @@ class LearnerCmdConfig:
             publish_every_updates=self.publish_every_updates,
             stop_grace_s=self.stop_grace_s,
             max_actors=self.max_actors,
+            actor_features=self.actor_features,
         )
 
 
@@ -451,7 +455,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.run.evaluate import ActionMap
     from robot_rl.run.traps import RewardTrapCheck
     from robot_rl.transport.client import LearnerClient, LearnerClientConfig, LearnerError
-    from robot_rl.transport.codec import layout_fingerprint
+    from robot_rl.transport.codec import accepted_features, layout_fingerprint
     from robot_rl.transport.run_info import ask_learner
 
     torch.set_num_threads(cmd.num_threads)
@@ -474,7 +478,8 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     sac = _actor_sac(got.policy, cmd)
     # one frozen backbone in this process: the policy acts on its features and an in-process
     # classifier reads the same pass (a second backbone cost a 2-camera pixel actor ~25 ms/step)
-    features = frame_features_for(sac.encoder, got.env.obs, cmd.device)
+    # its memo keeps the last 32 steps' frames of 2 cameras for the link to send the learner
+    features = frame_features_for(sac.encoder, got.env.obs, cmd.device, memo_frames=64)
     envs = build_envs(cmd.as_train(got.env), features)
     client = None
     try:
@@ -495,7 +500,12 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             env,
             policy,
             cmd.run,
-            RemoteLink(client, drain_timeout_s=cmd.drain_timeout_s),
+            RemoteLink(
+                client,
+                drain_timeout_s=cmd.drain_timeout_s,
+                features=features,
+                feature_shapes=accepted_features(got.policy, layout),
+            ),
             cmd.actor_config(),
             intervention=envs.intervention,
             late_rewards=envs.late_rewards,

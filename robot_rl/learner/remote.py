@@ -56,6 +56,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.actor.policy import policy_snapshot
+from robot_rl.core import keys
 from robot_rl.core.batch import ObsLayout
 from robot_rl.learner.checkpoint import TrainerState
 from robot_rl.learner.config import TrainConfig
@@ -69,7 +70,13 @@ from robot_rl.run.rundir import (
     take_control_command,
     write_json_atomic,
 )
-from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX
+from robot_rl.transport.codec import (
+    EPISODE,
+    FEATURES_KEY,
+    FEATURES_PREFIX,
+    NEXT_OBS_PREFIX,
+    OBS_PREFIX,
+)
 from robot_rl.transport.log_sink import LogSink, row_obs, warm_features, warm_rows
 from robot_rl.transport.server import LearnerServer, LearnerServerConfig
 
@@ -95,6 +102,11 @@ class RemoteConfig:
     """With nothing to update, wait this long for rows, seconds."""
     max_actors: int = 8
     """Actors served at once."""
+    actor_features: bool = True
+    """With a frozen backbone (pixels), ask the actors for the features they computed to act
+    (``next_obs/features/<cam>`` with their transitions, :mod:`robot_rl.transport.codec`), so
+    that the learner runs the backbone only on what no policy saw (an episode's first frames).
+    Off: the learner encodes every arriving frame itself."""
 
     def __post_init__(self) -> None:
         if self.publish_every_updates < 1:
@@ -155,12 +167,16 @@ class RemoteLearner:
         )
         self._rows: queue.SimpleQueue[tuple[str, dict[str, np.ndarray]]] = queue.SimpleQueue()
         self._routers: dict[str, tuple[Router, int]] = {}  # actor -> (router, its last episode)
+        # actor -> the features it sent of its last row's next_obs (None: it sent none)
+        self._next_features: dict[str, dict[str, np.ndarray] | None] = {}
+        self.rows_with_actor_features = 0
+        """Rows whose next_obs features came from their actor (no backbone pass here)."""
         self.budget = 0  # updates owed to received env steps
         self.version = self._read_version()
         self.server_cfg = dataclasses.replace(
             server_cfg,
             run_id=self.run_dir.name,
-            policy_json=policy_json,
+            policy_json=_with_features(policy_json, self.core.online, remote.actor_features),
             max_actors=remote.max_actors,
         )
         self.sink: LogSink | None = None
@@ -258,6 +274,19 @@ class RemoteLearner:
             "final_eval": last,
             "learning_curve": str(self.run_dir / CURVE_PNG),
             "actors": _read_json(self.run_dir / ACTORS_JSON, {}),
+            "backbone": self._backbone_counts(),
+        }
+
+    def _backbone_counts(self) -> dict[str, int] | None:
+        """Frames the learner's backbone ran on, memo hits, and rows whose features an actor
+        sent (None without a frozen backbone)."""
+        feats = self.core.online.features
+        if feats is None:
+            return None
+        return {
+            "frames_encoded": int(getattr(feats, "frames_encoded", 0)),
+            "memo_hits": int(getattr(feats, "memo_hits", 0)),
+            "rows_with_actor_features": self.rows_with_actor_features,
         }
 
     def close(self) -> None:
@@ -326,22 +355,32 @@ class RemoteLearner:
         lay = self.layout
         eps = steps[EPISODE].tolist()
         feats = self.core.online.features
-        chunk = warm_rows(feats, lay)
+        shipped = _shipped_features(steps, lay) if feats is not None else None
+        chunk = warm_rows(feats, lay) if shipped is None else 0
+        prev = self._next_features.get(actor_id) if shipped is not None else None
         for r, ep in enumerate(eps):
             if feats is not None and chunk and r % chunk == 0:  # next rows' frames, one pass
                 warm_features(feats, steps, lay, slice(r, r + chunk))
             if ep != last_ep:
                 router.begin_episode()
-                last_ep = ep
+                last_ep, prev = ep, None  # an episode's first obs: encoded here
+            obs, nxt = row_obs(steps, OBS_PREFIX, r, lay), row_obs(steps, NEXT_OBS_PREFIX, r, lay)
+            if shipped is not None:  # the actor's features of the frames it acted on
+                if prev is not None:
+                    obs[keys.FEATURES] = prev  # = the previous row's next_obs
+                nxt[keys.FEATURES] = prev = {c: f[r] for c, f in shipped.items()}
             router.add(
-                row_obs(steps, OBS_PREFIX, r, lay),
+                obs,
                 steps["action"][r],
                 steps["policy_action"][r],
                 float(steps["reward"][r]),
-                row_obs(steps, NEXT_OBS_PREFIX, r, lay),
+                nxt,
                 bool(steps["terminated"][r]),
                 bool(steps["intervened"][r]),
             )
+        self._next_features[actor_id] = prev
+        if shipped is not None:
+            self.rows_with_actor_features += len(eps)
         self._routers[actor_id] = (router, last_ep)
         n = len(eps)
         self.state.env_steps += n
@@ -416,6 +455,30 @@ class RemoteLearner:
         self.core.evaluate_and_checkpoint(
             row, self.eval_env, self.to_agent_obs, self._tb, bar, {}, {}
         )
+
+
+def _with_features(policy_json: str, online: ReplayBuffer, accept: bool) -> str:
+    """The policy settings, with the feature shape per camera the actors may send
+    (:data:`~robot_rl.transport.codec.FEATURES_KEY`) when ``accept`` and the buffer stores a
+    frozen backbone's features."""
+    feats, lay = online.features, online.layout
+    if not (accept and policy_json and feats is not None and lay.images):
+        return policy_json
+    doc = json.loads(policy_json)
+    doc[FEATURES_KEY] = {
+        c: list(feats.feature_shape(tuple(spec.shape[:2]))) for c, spec in lay.images.items()
+    }
+    return json.dumps(doc, sort_keys=True)
+
+
+def _shipped_features(
+    steps: Mapping[str, np.ndarray], layout: ObsLayout
+) -> dict[str, np.ndarray] | None:
+    """Camera -> (N, h, w, C) features the actor sent with a batch, or None (it sent none)."""
+    names = {c: FEATURES_PREFIX + c for c in layout.images}
+    if not names or any(n not in steps for n in names.values()):
+        return None
+    return {c: steps[n] for c, n in names.items()}
 
 
 def _read_json(path: Path, default: Any) -> Any:

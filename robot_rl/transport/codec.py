@@ -17,6 +17,14 @@ log, :mod:`robot_rl.replay.schema`, plus ``next_obs/...`` and the actor's step i
     policy_version           (N,) int64
     stamp_s                  (N,) float64          monotonic time of next_obs, seconds
     episode, step            (N,) int64            the actor's episode index and step within it
+    next_obs/features/<cam>  (N, h, w, C) uint8    optional: the frozen backbone's features of
+                                                   next_obs/images/<cam>, every camera or none
+
+The features are sent only to a learner that asks for them: its Hello's policy settings name
+the feature shape per camera (``"features"``, see :func:`accepted_features`), and it has
+checked that the actor's backbone weights are its own (``backbone_sha256``). They spare the
+learner a second pass of the backbone over frames the actor already encoded to act; the log
+on both sides keeps the frames.
 
 With the actor id and the batch's sequence numbers, ``(episode, step)`` identifies a transition,
 so the learner can drop duplicates after a resend.
@@ -38,7 +46,7 @@ from safetensors.numpy import save as st_save
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay.schema import layout_from_json, layout_to_json, obs_fields, step_fields
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """Wire protocol version (HelloRequest/HelloReply.protocol_version); bump on any change of the
 proto or of the payload layout."""
 
@@ -57,6 +65,11 @@ EPISODE = "episode"
 STEP = "step"
 IDENTITY_FIELDS = {EPISODE: ((), "int64"), STEP: ((), "int64")}
 """The actor's episode index and step within the episode, per transition."""
+FEATURES_PREFIX = NEXT_OBS_PREFIX + "features/"
+"""Optional arrays ``next_obs/features/<cam>``: the backbone's features of next_obs's frames."""
+FEATURES_KEY = "features"
+"""Key of the policy settings (Hello's ``policy_json``) naming the feature shape per camera the
+learner accepts: ``{"<cam>": [h, w, C]}``."""
 
 FINITE_FIELDS = ("reward", "action", "policy_action", "stamp_s", "obs/state", "next_obs/state")
 """Float arrays that must hold no NaN or inf (present ones only)."""
@@ -111,6 +124,33 @@ def transition_fields(layout: ObsLayout, action_dim: int) -> dict[str, tuple[tup
     obs = obs_fields(layout)  # "obs/state", "obs/images/<cam>"
     nxt = {NEXT_OBS_PREFIX + k[len(OBS_PREFIX) :]: v for k, v in obs.items()}
     return {**obs, **nxt, **step_fields(action_dim), **IDENTITY_FIELDS}
+
+
+def feature_fields(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Array name -> (per-transition shape, dtype) of the optional features, camera by camera."""
+    return {FEATURES_PREFIX + c: (tuple(int(x) for x in s), "uint8") for c, s in shapes.items()}
+
+
+def accepted_features(policy: Mapping[str, object], layout: ObsLayout) -> dict[str, tuple]:
+    """The feature shape per camera a learner accepts, from its policy settings ({}: none).
+
+    Raises:
+        PayloadError: The settings name other cameras than the layout's, or not a shape.
+    """
+    got = policy.get(FEATURES_KEY)
+    if not got:
+        return {}
+    try:
+        if not isinstance(got, Mapping):
+            raise TypeError(type(got).__name__)
+        shapes = {str(c): tuple(int(x) for x in s) for c, s in got.items()}
+    except (TypeError, ValueError) as e:
+        raise PayloadError(FEATURES_KEY, f"{got!r} is not {{camera: [h, w, C]}}") from e
+    if set(shapes) != set(layout.images) or any(len(s) != 3 or min(s) < 1 for s in shapes.values()):
+        raise PayloadError(
+            FEATURES_KEY, f"{got!r}: expected [h, w, C] for each camera of {sorted(layout.images)}"
+        )
+    return shapes
 
 
 def encode_transitions(
@@ -196,6 +236,7 @@ def decode_transitions(
     action_dim: int,
     max_bytes: int,
     count: int | None = None,
+    features: Mapping[str, tuple[int, ...]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Check and parse a transition batch from an untrusted sender.
 
@@ -207,9 +248,12 @@ def decode_transitions(
         action_dim: The learner's action size A.
         max_bytes: Largest payload accepted, both as received and after decompression.
         count: N the message announces (TransitionBatch.count), or None not to check.
+        features: Feature shape (h, w, C) per camera the learner accepts (the optional
+            ``next_obs/features/<cam>`` arrays, all cameras or none), or None for none.
 
     Returns:
-        Array name -> (N, ...) array, exactly :func:`transition_fields` with their dtypes.
+        Array name -> (N, ...) array, exactly :func:`transition_fields` with their dtypes, and
+        the features when sent.
 
     Raises:
         PayloadError: Oversized, unknown codec, bad digest, not zlib/safetensors, missing or
@@ -230,6 +274,15 @@ def decode_transitions(
     except Exception as e:  # untrusted bytes: any parser failure is the sender's payload
         raise PayloadError("payload", f"not a safetensors blob ({len(raw)} bytes): {e}") from e
     fields = transition_fields(layout, action_dim)
+    optional = feature_fields(features or {})
+    if optional and set(optional) & set(arrays):
+        if not set(optional) <= set(arrays):
+            raise PayloadError(
+                FEATURES_PREFIX.rstrip("/"),
+                f"features of some cameras only (sent {sorted(set(optional) & set(arrays))}); "
+                f"send {sorted(optional)} or none",
+            )
+        fields = {**fields, **optional}
     missing, extra = sorted(set(fields) - set(arrays)), sorted(set(arrays) - set(fields))
     if missing or extra:
         raise PayloadError(

@@ -36,7 +36,14 @@ from robot_rl.core.features import FrameFeatures
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.log import EpisodeLog
 from robot_rl.replay.schema import layout_to_json
-from robot_rl.transport.codec import EPISODE, NEXT_OBS_PREFIX, OBS_PREFIX, STEP, transition_fields
+from robot_rl.transport.codec import (
+    EPISODE,
+    FEATURES_PREFIX,
+    NEXT_OBS_PREFIX,
+    OBS_PREFIX,
+    STEP,
+    transition_fields,
+)
 from robot_rl.transport.outbox import episode_transitions
 from robot_rl.transport.sink import ACTOR_ID_RE, check_actor_id
 
@@ -83,8 +90,10 @@ class LogSink:
         layout: The learner's observation layout.
         action_dim: The learner's action size A.
         on_rows: ``(actor_id, steps)`` after each accepted batch is durable (e.g. to add the rows
-            to the learner's replay buffer with :func:`add_rows`). Called from the server's
-            threads, never concurrently; an exception there is logged (the rows stay acked).
+            to the learner's replay buffer with :func:`add_rows`); ``steps`` includes the
+            actor's ``next_obs/features/<cam>`` when it sent them (they are never logged).
+            Called from the server's threads, never concurrently; an exception there is logged
+            (the rows stay acked).
 
     Raises:
         ValueError: A log in ``directory`` was written for another layout or action size.
@@ -246,10 +255,16 @@ class LogSink:
     def _check(self, actor_id: str, st: _Actor, steps: Mapping[str, np.ndarray]) -> int:
         """Validate a batch against the layout and the actor's stream; returns N."""
         missing = sorted(set(self._fields) - set(steps))
-        extra = sorted(set(steps) - set(self._fields))
+        feats = {FEATURES_PREFIX + c for c in self.layout.images} & set(steps)
+        extra = sorted(set(steps) - set(self._fields) - feats)
         if missing or extra:
             raise ValueError(f"actor {actor_id!r}: missing arrays {missing}, unexpected {extra}")
         n = len(steps[EPISODE])
+        for name in feats:  # passed on to on_rows, never logged (the log keeps the frames)
+            if steps[name].dtype != np.uint8 or len(steps[name]) != n:
+                raise ValueError(
+                    f"{name}: {steps[name].dtype} {steps[name].shape}, expected uint8 N={n}"
+                )
         for name, (shape, dtype) in self._fields.items():
             a = steps[name]
             if a.shape != (n, *shape) or a.dtype != np.dtype(dtype):
@@ -304,7 +319,11 @@ class LogSink:
                 elog.end_episode(None, ended_by="terminated" if term[r] else "truncated")
                 st.open = False
         elog.flush()
-        names = [k[len(NEXT_OBS_PREFIX) :] for k in steps if k.startswith(NEXT_OBS_PREFIX)]
+        names = [
+            k[len(NEXT_OBS_PREFIX) :]
+            for k in steps
+            if k.startswith(NEXT_OBS_PREFIX) and not k.startswith(FEATURES_PREFIX)
+        ]
         st.last_next = {k: steps[NEXT_OBS_PREFIX + k][n - 1].copy() for k in names}
         st.acked += n
 

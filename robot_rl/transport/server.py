@@ -30,6 +30,7 @@ stored, and the other actors' calls go on):
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -50,6 +51,7 @@ from robot_rl.transport import transport_pb2_grpc as pb_grpc
 from robot_rl.transport.codec import (
     PROTOCOL_VERSION,
     PayloadError,
+    accepted_features,
     decode_transitions,
     layout_fingerprint,
 )
@@ -172,6 +174,8 @@ class _Servicer(pb_grpc.LearnerServicer):
         self._action_dim = action_dim
         self._cfg = cfg
         self.fingerprint = layout_fingerprint(layout, action_dim)
+        # the optional next_obs features this learner asked its actors for (policy settings)
+        self._features = accepted_features(json.loads(cfg.policy_json or "{}"), layout)
         self._counters: dict[str, _ActorCounters] = {}
         self._counters_lock = threading.Lock()
         # Learner -> actor events, under one condition.
@@ -300,6 +304,7 @@ class _Servicer(pb_grpc.LearnerServicer):
             steps = decode_transitions(
                 batch.payload, batch.codec, batch.sha256, layout=self._layout,
                 action_dim=self._action_dim, max_bytes=self._cfg.max_message_bytes, count=n,
+                features=self._features,
             )  # fmt: skip
         except PayloadError as e:
             with self._counters_lock:

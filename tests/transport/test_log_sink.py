@@ -342,6 +342,25 @@ def test_sink_refuses_rows_that_break_the_stream(tmp_path: Path) -> None:
         LogSink(tmp_path / "learner", LAYOUT, A + 1)
 
 
+def test_sent_features_reach_on_rows_and_the_log_keeps_the_frames(tmp_path: Path) -> None:
+    """An actor's next_obs features pass through the sink to ``on_rows`` (the learner's replay
+    takes them) but are never logged: the log holds the frames, as without them."""
+    seen: list[dict] = []
+    sink = LogSink(tmp_path / "learner", LAYOUT, A, on_rows=lambda a, st: seen.append(st))
+    batch = rows(0, 4)
+    feats = np.random.default_rng(0).integers(0, 256, (4, 1, 1, 16), dtype=np.uint8)
+    assert sink.accept("a", 0, {**batch, "next_obs/features/front": feats}) == 3
+    assert seen[0]["next_obs/features/front"] is feats
+    assert sink.accept("a", 4, rows(4, 3)) == 6  # a batch without them goes on the stream
+    assert_rows_equal(stored(sink, "a"), rows(0, 7))  # frames, nothing else
+    with pytest.raises(ValueError, match="next_obs/features/front: float32"):
+        sink.accept("a", 7, {**rows(7, 2), "next_obs/features/front": feats[:2].astype("f4")})
+    with pytest.raises(ValueError, match="unexpected.*next_obs/features/side"):
+        sink.accept("a", 7, {**rows(7, 2), "next_obs/features/side": feats[:2]})
+    assert sink.acked_through("a") == 6
+    sink.close()
+
+
 def test_warming_the_backbone_memo_encodes_a_batchs_frames_in_one_pass() -> None:
     """The learner's route warms the frozen backbone's memo with the next rows' frames (every
     camera in one pass) before adding them one row at a time: the rows' adds then run no

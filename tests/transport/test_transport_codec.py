@@ -23,7 +23,9 @@ from robot_rl.replay.schema import obs_fields, step_fields
 from robot_rl.transport.codec import (
     CODEC_RAW,
     CODEC_ZLIB,
+    FEATURES_PREFIX,
     PayloadError,
+    accepted_features,
     decode_transitions,
     encode_transitions,
     layout_fingerprint,
@@ -97,6 +99,54 @@ def test_transitions_round_trip_bit_identical(layout_name: str, compress: bool) 
     for k, v in steps.items():
         assert out[k].dtype == v.dtype and out[k].shape == v.shape, k
         assert out[k].tobytes() == v.tobytes(), k  # bit for bit (-0.0 and subnormals too)
+
+
+def test_backbone_features_go_only_to_a_learner_that_asked_for_them() -> None:
+    """``next_obs/features/<cam>``: decoded bit for bit when the learner accepts those shapes;
+    refused with the field named when it did not ask, for one camera only, or a wrong shape
+    or dtype; the ask itself (policy settings) is checked against the layout."""
+    shapes = {"front": (2, 2, 8), "wrist": (1, 1, 8)}
+    rng = np.random.default_rng(3)
+    feats = {
+        FEATURES_PREFIX + c: rng.integers(0, 256, (N, *s), dtype=np.uint8)
+        for c, s in shapes.items()
+    }
+    steps = {**make_steps(IMAGES), **feats}
+    out = decode(*encode_transitions(steps, True), count=N, features=shapes)
+    for k, v in feats.items():
+        assert out[k].tobytes() == v.tobytes() and out[k].shape == v.shape, k
+    assert sorted(decode(*encode_transitions(make_steps(IMAGES), False), features=shapes)) == (
+        sorted(make_steps(IMAGES))
+    )  # features are optional
+    with pytest.raises(PayloadError, match="unexpected.*next_obs/features/front"):
+        decode(*encode_transitions(steps, False))  # the learner did not ask
+    one = {k: v for k, v in steps.items() if k != FEATURES_PREFIX + "wrist"}
+    with pytest.raises(PayloadError, match="some cameras only") as e:
+        decode(*encode_transitions(one, False), features=shapes)
+    assert e.value.field == "next_obs/features"
+    wrong = {
+        **steps,
+        FEATURES_PREFIX + "wrist": feats[FEATURES_PREFIX + "wrist"].astype(np.float32),
+    }
+    with pytest.raises(PayloadError, match="expected uint8") as e:
+        decode(*encode_transitions(wrong, False), features=shapes)
+    assert e.value.field == FEATURES_PREFIX + "wrist"
+    with pytest.raises(PayloadError, match="expected uint8 \\(N, 1, 1, 9\\)"):
+        decode(*encode_transitions(steps, False), features={**shapes, "wrist": (1, 1, 9)})
+    assert (
+        accepted_features({"features": {"front": [2, 2, 8], "wrist": [1, 1, 8]}}, IMAGES) == shapes
+    )
+    assert (
+        accepted_features({}, IMAGES) == {} and accepted_features({"features": None}, IMAGES) == {}
+    )
+    for bad in (
+        {"front": [2, 2, 8]},
+        {"front": [2, 2], "wrist": [1, 1, 8]},
+        [1, 2],
+        {"front": "x"},
+    ):
+        with pytest.raises(PayloadError, match="features"):
+            accepted_features({"features": bad}, IMAGES)
 
 
 def test_names_are_the_episode_log_names() -> None:
