@@ -32,6 +32,10 @@ subscriber of its own (Subscribe without Hello, so it is not an actor). One JSON
   ingest and actor tick overruns while the learner is busy on pixels. The learner owes one
   update per received step and pays them after STOP (not interruptible), so the bench stops it
   after ``--learner-exit-timeout-s`` (SIGTERM, then SIGKILL) and says so (``learner.exit``);
+  ``pixels_learning_frames`` is the same with ``--no-actor-features`` (the learner encodes every
+  arriving frame instead of taking the actor's features): compare the learner's ``updates``,
+  its CPU (``contention``) and ``backbone.frames_encoded`` (not in the default runs:
+  ``--e2e-runs pixels_learning pixels_learning_frames``);
 - ``e2e`` ``state_learning``: state obs, learner updating from ``--learning-starts 200`` with the
   default networks: actor tick overruns and max_tick_work_s while the learner is busy;
 - every ``e2e`` run reports the weights: versions the actors loaded, bytes, and a broadcast

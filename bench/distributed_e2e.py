@@ -58,7 +58,8 @@ def latency_ms(published: dict[int, float], arrivals: dict[int, float]) -> dict:
 
 ACTOR_KEYS = ("env_steps", "episodes", "ticks", "tick_overruns", "max_tick_work_s",
               "weights_loaded", "weights_version", "weights_refused", "pushed_batches",
-              "push_refused", "acked_through", "logged_transitions", "stopped_by")  # fmt: skip
+              "push_refused", "acked_through", "logged_transitions", "stopped_by",
+              "feature_rows", "featureless_rows", "backbone")  # fmt: skip
 
 
 def first_policy_version(actor_run: Path) -> int | None:
@@ -90,7 +91,7 @@ def actor_figures(res: dict | None, cfg: DistributedBenchConfig, run: Path) -> d
 def learner_figures(res: dict | None) -> dict:
     if res is None:
         return {"result": None}
-    keys = ("env_steps", "updates", "weights_version", "stopped_by")
+    keys = ("env_steps", "updates", "weights_version", "stopped_by", "backbone")
     return {**{k: res.get(k) for k in keys}, "actors": res.get("actors")}
 
 
@@ -150,7 +151,9 @@ def run_e2e(
 ) -> dict:
     """Learner + ``actors`` actor processes until the learner's ``steps``; see
     bench/distributed.py's docstring."""
-    work = root / variant
+    work, k = root / variant, 1
+    while work.exists():  # a variant named twice in --e2e-runs (repeats, interleaved)
+        work, k = root / f"{variant}_{k}", k + 1
     (work / "logs").mkdir(parents=True)
     lrun = work / "learner"
     env = env_args(obs, cfg.image_size)
@@ -423,6 +426,14 @@ def bench_e2e(cfg: DistributedBenchConfig) -> list[dict]:
         "pixels_idle_learner": ("pixels", 1, cfg.pixel_steps, idle),
         "pixels_idle_learner_2_actors": ("pixels", 2, cfg.pixel_steps, idle),
         "pixels_learning": ("pixels", 1, cfg.pixel_learning_steps, learning),
+        # the same, the learner encoding every arriving frame itself (before the actors sent
+        # the features they computed to act)
+        "pixels_learning_frames": (
+            "pixels",
+            1,
+            cfg.pixel_learning_steps,
+            [*learning, "--no-actor-features"],
+        ),
         "state_learning": ("state", 1, cfg.state_steps, ["--learning-starts", "200"]),
     }
     unknown = set(cfg.e2e_runs) - {*table, "recovery"}
