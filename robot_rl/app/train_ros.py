@@ -196,6 +196,22 @@ def human_node_args(cmd: Any) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+def _demo_crops(demos: Any) -> Any:
+    """The camera crop boxes a demo store was recorded through (``camera_crops`` in its meta,
+    as `record` writes it), or None (no demos, no such store yet, or no boxes stored)."""
+    from pathlib import Path
+
+    from robot_rl.replay import EpisodeLog
+
+    if demos is None or not Path(demos).exists():
+        return None  # the demo loader says what is wrong with the path
+    log = EpisodeLog.open(demos, mode="r")
+    try:
+        return (log.meta or {}).get("camera_crops")
+    finally:
+        log.close()
+
+
 def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
     """The training and evaluation envs over ROS 2 for a ``TrainCmdConfig`` with ``setup``
     and its learned reward (:class:`robot_rl.app.compose.RewardParts`; called by
@@ -219,6 +235,12 @@ def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
             f"--reward {cmd.reward} was trained on frames labelled with other camera crops "
             f"({crops}): it would judge pixels it never saw. Give the setup the crops the "
             "frames were labelled with, or label and train the classifier again on this setup"
+        )
+    if cmd.env.obs == "pixels" and (crops := setup.crop_mismatch(_demo_crops(cmd.demos))):
+        raise ValueError(
+            f"--demos {cmd.demos} were recorded through other camera crops ({crops}): the "
+            "policy would learn from pixels this setup never shows it. Give the setup the crops "
+            "the demos were recorded with, or record the demos again through this setup file"
         )
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)

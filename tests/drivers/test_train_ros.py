@@ -181,6 +181,29 @@ def test_train_refuses_a_hardware_setup(tmp_path: Path, h9_domain: int) -> None:
     assert not (tmp_path / "run").exists()
 
 
+def test_train_refuses_pixel_demos_recorded_through_other_crops(
+    tmp_path: Path, h9_domain: int
+) -> None:
+    """Demos whose frames were cropped otherwise than the setup's cameras would teach the
+    policy pixels it never sees on this setup: refused before any node starts."""
+    from robot_rl.core.batch import ObsLayout
+    from robot_rl.core.specs import ArraySpec
+    from robot_rl.replay import EpisodeLog
+
+    demos = tmp_path / "demos.zarr"
+    spec = ArraySpec((128, 128, 3), "uint8")
+    layout = ObsLayout(state_dim=4, images={"front": spec, "wrist": spec})
+    crops = {"front": [0, 16, 96, 96], "wrist": None}  # as `record` stores them
+    EpisodeLog.create(demos, layout, 4, {"camera_crops": crops}).close()
+    setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=128)
+    run = tmp_path / "run"
+    args = ["train", "--setup", str(setup), "--launch", "--task", "pick_cube", "--obs",
+            "pixels", "--demos", str(demos), "--run", str(run), "--human", "none"]  # fmt: skip
+    text = _refused(args, h9_domain)
+    assert "were recorded through other camera crops (front: [0, 16, 96, 96] there" in text, text
+    assert not run.exists()
+
+
 def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) -> None:
     frames, model = tmp_path / "frames.zarr", tmp_path / "rm"
     for args in (
