@@ -31,6 +31,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import torch
@@ -213,25 +214,39 @@ class EfficientNetFeatures:
         h, w = int(image_hw[0]), int(image_hw[1])
         return f"{BACKBONE_NAME}-{self.weights_sha256[:16]}-{h}x{w}-u8"
 
-    def encode(self, frames: np.ndarray) -> np.ndarray:
-        """(N, H, W, 3) uint8 -> (N, h, w, C) uint8; memo hits skip the network."""
+    @overload
+    def encode(self, frames: np.ndarray) -> np.ndarray: ...
+    @overload
+    def encode(self, frames: np.ndarray, max_misses: int) -> np.ndarray | None: ...
+
+    def encode(self, frames: np.ndarray, max_misses: int | None = None) -> np.ndarray | None:
+        """(N, H, W, 3) uint8 -> (N, h, w, C) uint8; memo hits skip the network.
+
+        With ``max_misses``, encode only if the memo holds all but at most that many of the
+        frames, else return None without running the network (a batch of more than
+        ``memo_frames`` frames is not looked up, so it returns None too). The actor's link uses
+        it to send the features it computed to act, never paying for a backlog.
+        """
         frames = np.asarray(frames)
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
             raise ValueError(
                 f"frames must be (N, H, W, 3) uint8, got {frames.shape} {frames.dtype}"
             )
         n = frames.shape[0]
+        lookup = n <= self.memo_frames
+        if max_misses is not None and not lookup:
+            return None
+        keys = [self._key(f) for f in frames] if lookup else [None] * n
+        hits = [self._memo.get(k) if k is not None else None for k in keys]
+        todo = [i for i, h in enumerate(hits) if h is None]
+        if max_misses is not None and len(todo) > max_misses:
+            return None
         out = np.empty((n, *self.feature_shape(frames.shape[1:3])), np.uint8)
-        keys = [self._key(f) for f in frames] if n <= self.memo_frames else [None] * n
-        todo = []
-        for i, k in enumerate(keys):
-            hit = self._memo.get(k) if k is not None else None
+        for i, (k, hit) in enumerate(zip(keys, hits, strict=True)):
             if hit is not None:
                 self._memo.move_to_end(k)
                 out[i] = hit
                 self.memo_hits += 1
-            else:
-                todo.append(i)
         with _bar(len(todo), self.progress and len(todo) > PROGRESS_MIN_FRAMES) as advance:
             for s in range(0, len(todo), self.batch_size):
                 idx = todo[s : s + self.batch_size]
@@ -241,14 +256,6 @@ class EfficientNetFeatures:
                         self._remember(keys[i], out[i])
                 advance(len(idx))
         return out
-
-    def remembered(self, frames: np.ndarray) -> int:
-        """How many of ``frames`` (N, H, W, 3) the memo holds (an :meth:`encode` of them would
-        run the network on the rest; nothing runs here). At most ``memo_frames`` frames."""
-        frames = np.asarray(frames)
-        if len(frames) > self.memo_frames:
-            return 0  # encode() does not look such a batch up in the memo
-        return sum(self._key(f) in self._memo for f in frames)
 
     def _run(self, frames: np.ndarray) -> np.ndarray:
         """The network on (n, H, W, 3) uint8 -> (n, h, w, C) uint8."""

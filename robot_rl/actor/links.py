@@ -107,7 +107,7 @@ class RemoteLink:
         """The cameras to send features of: all of the layout's, if the learner accepts them and
         this backbone gives the shapes it expects (and can say what its memo holds)."""
         feats, want = self.features, self.feature_shapes
-        if feats is None or not want or not hasattr(feats, "remembered"):
+        if feats is None or not want or not hasattr(feats, "memo_frames"):
             return ()
         images = elog.layout.images
         mine = {c: tuple(feats.feature_shape(tuple(s.shape[:2]))) for c, s in images.items()}
@@ -167,13 +167,15 @@ class RemoteLink:
         camera and episode of the batch (module docstring); else leave the rows as they are."""
         feats, st = self.features, self._stats
         n = len(rows[EPISODE])
-        frames = {c: rows[f"{NEXT_OBS_PREFIX}images/{c}"] for c in self._cams}
         allowed = len(np.unique(rows[EPISODE]))  # per camera: each episode's last next_obs
-        if n > feats.memo_frames or any(n - feats.remembered(f) > allowed for f in frames.values()):
-            st.featureless_rows += n
-            return
-        for c, f in frames.items():
-            rows[FEATURES_PREFIX + c] = feats.encode(f)
+        out = {}
+        for c in self._cams:
+            f = feats.encode(rows[f"{NEXT_OBS_PREFIX}images/{c}"], max_misses=allowed)
+            if f is None:  # a backlog the memo lacks: frames only (the learner encodes them)
+                st.featureless_rows += n
+                return
+            out[FEATURES_PREFIX + c] = f
+        rows.update(out)
         st.feature_rows += n
 
     def finish(self, ok: bool) -> None:

@@ -73,9 +73,9 @@ from robot_rl.run.rundir import (
 from robot_rl.transport.codec import (
     EPISODE,
     FEATURES_KEY,
-    FEATURES_PREFIX,
     NEXT_OBS_PREFIX,
     OBS_PREFIX,
+    shipped_features,
 )
 from robot_rl.transport.log_sink import LogSink, row_obs, warm_features, warm_rows
 from robot_rl.transport.server import LearnerServer, LearnerServerConfig
@@ -355,7 +355,7 @@ class RemoteLearner:
         lay = self.layout
         eps = steps[EPISODE].tolist()
         feats = self.core.online.features
-        shipped = _shipped_features(steps, lay) if feats is not None else None
+        shipped = shipped_features(steps, lay.images) if feats is not None else None
         chunk = warm_rows(feats, lay) if shipped is None else 0
         prev = self._next_features.get(actor_id) if shipped is not None else None
         for r, ep in enumerate(eps):
@@ -469,16 +469,6 @@ def _with_features(policy_json: str, online: ReplayBuffer, accept: bool) -> str:
         c: list(feats.feature_shape(tuple(spec.shape[:2]))) for c, spec in lay.images.items()
     }
     return json.dumps(doc, sort_keys=True)
-
-
-def _shipped_features(
-    steps: Mapping[str, np.ndarray], layout: ObsLayout
-) -> dict[str, np.ndarray] | None:
-    """Camera -> (N, h, w, C) features the actor sent with a batch, or None (it sent none)."""
-    names = {c: FEATURES_PREFIX + c for c in layout.images}
-    if not names or any(n not in steps for n in names.values()):
-        return None
-    return {c: steps[n] for c, n in names.items()}
 
 
 def _read_json(path: Path, default: Any) -> Any:

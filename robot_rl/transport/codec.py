@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from safetensors.numpy import load as st_load
@@ -129,6 +129,26 @@ def transition_fields(layout: ObsLayout, action_dim: int) -> dict[str, tuple[tup
 def feature_fields(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[tuple[int, ...], str]]:
     """Array name -> (per-transition shape, dtype) of the optional features, camera by camera."""
     return {FEATURES_PREFIX + c: (tuple(int(x) for x in s), "uint8") for c, s in shapes.items()}
+
+
+def shipped_features(
+    arrays: Mapping[str, np.ndarray], cams: Iterable[str]
+) -> dict[str, np.ndarray] | None:
+    """Camera -> ``next_obs/features/<cam>`` array a batch carries, or None if it carries none.
+
+    A batch carries the features of every camera in ``cams`` or of none; some cameras only is a
+    :class:`PayloadError` (the one rule the codec, the learner's sink and its route share).
+    """
+    names = {c: FEATURES_PREFIX + c for c in cams}
+    sent = sorted(n for n in names.values() if n in arrays)
+    if not sent:
+        return None
+    if len(sent) < len(names):
+        raise PayloadError(
+            FEATURES_PREFIX.rstrip("/"),
+            f"features of some cameras only (sent {sent}); send {sorted(names.values())} or none",
+        )
+    return {c: arrays[n] for c, n in names.items()}
 
 
 def accepted_features(policy: Mapping[str, object], layout: ObsLayout) -> dict[str, tuple]:
@@ -274,15 +294,8 @@ def decode_transitions(
     except Exception as e:  # untrusted bytes: any parser failure is the sender's payload
         raise PayloadError("payload", f"not a safetensors blob ({len(raw)} bytes): {e}") from e
     fields = transition_fields(layout, action_dim)
-    optional = feature_fields(features or {})
-    if optional and set(optional) & set(arrays):
-        if not set(optional) <= set(arrays):
-            raise PayloadError(
-                FEATURES_PREFIX.rstrip("/"),
-                f"features of some cameras only (sent {sorted(set(optional) & set(arrays))}); "
-                f"send {sorted(optional)} or none",
-            )
-        fields = {**fields, **optional}
+    if shipped_features(arrays, features or {}) is not None:
+        fields = {**fields, **feature_fields(features or {})}
     missing, extra = sorted(set(fields) - set(arrays)), sorted(set(arrays) - set(fields))
     if missing or extra:
         raise PayloadError(

@@ -42,6 +42,7 @@ from robot_rl.transport.codec import (
     NEXT_OBS_PREFIX,
     OBS_PREFIX,
     STEP,
+    shipped_features,
     transition_fields,
 )
 from robot_rl.transport.outbox import episode_transitions
@@ -255,16 +256,14 @@ class LogSink:
     def _check(self, actor_id: str, st: _Actor, steps: Mapping[str, np.ndarray]) -> int:
         """Validate a batch against the layout and the actor's stream; returns N."""
         missing = sorted(set(self._fields) - set(steps))
-        feats = {FEATURES_PREFIX + c for c in self.layout.images} & set(steps)
-        extra = sorted(set(steps) - set(self._fields) - feats)
+        feats = shipped_features(steps, self.layout.images) or {}
+        extra = sorted(set(steps) - set(self._fields) - {FEATURES_PREFIX + c for c in feats})
         if missing or extra:
             raise ValueError(f"actor {actor_id!r}: missing arrays {missing}, unexpected {extra}")
         n = len(steps[EPISODE])
-        for name in feats:  # passed on to on_rows, never logged (the log keeps the frames)
-            if steps[name].dtype != np.uint8 or len(steps[name]) != n:
-                raise ValueError(
-                    f"{name}: {steps[name].dtype} {steps[name].shape}, expected uint8 N={n}"
-                )
+        for c, f in feats.items():  # passed on to on_rows, never logged (the log keeps the frames)
+            if f.dtype != np.uint8 or len(f) != n:
+                raise ValueError(f"{FEATURES_PREFIX}{c}: {f.dtype} {f.shape}, expected uint8 N={n}")
         for name, (shape, dtype) in self._fields.items():
             a = steps[name]
             if a.shape != (n, *shape) or a.dtype != np.dtype(dtype):

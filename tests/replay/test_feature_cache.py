@@ -90,6 +90,19 @@ def test_a_frame_seen_again_is_not_encoded_again(weights):
     assert feats.frames_encoded == 2
 
 
+def test_max_misses_refuses_a_backlog_without_running_the_network(weights):
+    feats = EfficientNetFeatures(weights, memo_frames=4, progress=False)
+    frames = np.random.default_rng(2).integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
+    seen = feats.encode(frames[:2])  # the policy acted on these
+    assert feats.encode(frames[:4], max_misses=1) is None  # two frames the memo lacks
+    assert feats.frames_encoded == 2  # nothing ran
+    got = feats.encode(frames[:3], max_misses=1)  # one miss: encoded
+    assert got is not None and feats.frames_encoded == 3
+    np.testing.assert_array_equal(got[:2], seen)
+    assert feats.encode(frames, max_misses=6) is None  # more than the memo holds: not looked up
+    assert feats.frames_encoded == 3
+
+
 def test_cache_key_names_the_weights_and_the_image_size(weights, other_weights, tmp_path):
     a, b = EfficientNetFeatures(weights), EfficientNetFeatures(other_weights)
     copy = tmp_path / "copy.pth"
