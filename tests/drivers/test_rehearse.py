@@ -2,7 +2,7 @@
 its own process (up, record, label, reward train / eval, learner + actor over gRPC) against
 the real-time twin played as a real robot, and every artefact of the report checked.
 
-The target (90% of the final evaluation's 10 episodes) may or may not be met in half a robot
+The target (90% of the final evaluation's 4 episodes) may or may not be met in half a robot
 minute; the test asserts on the chain and the report, not on learning (bench/rehearsal.py
 measures that).
 """
@@ -49,7 +49,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     out = tmp_path / "day"
     options = ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
                "--demos", "3", "--label-episodes", "4", "--label-max-steps", "20",
-               "--robot-minutes", "0.5", "--target-episodes", "10", "--state-hz", "50",
+               "--robot-minutes", "0.5", "--target-episodes", "4", "--state-hz", "50",
                "--reward-gates", "gripper_pos>=0", "--human-patience-steps", "12"]  # fmt: skip
     proc = _rehearse(out, a2_domain, options, 900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -83,10 +83,10 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert 0.0 < f["actor_mean_act_s"] < f["actor_mean_action_age_s"]
     assert f["actor_mean_act_s"] <= f["actor_mean_tick_work_s"]
     assert f["final_eval_ros_mean_action_age_s"] > 0.0
-    assert f["final_eval_episodes"] == 10 and 0.0 <= f["final_eval_success"] <= 1.0
+    assert f["final_eval_episodes"] == 4 and 0.0 <= f["final_eval_success"] <= 1.0
     # The final evaluation over ROS 2 on the same real-time twin, its episodes ended by the
     # classifier and scored by the twin (one score per episode: joined, not skipped).
-    assert f["final_eval_ros_episodes"] == 10 and 0.0 <= f["final_eval_ros_success"] <= 1.0
+    assert f["final_eval_ros_episodes"] == 4 and 0.0 <= f["final_eval_ros_success"] <= 1.0
     assert f["final_eval_ros_classifier_false_positives"] >= 0
     assert f["target_judged_on"] == "eval_ros"
     assert f["target_met"] == (f["final_eval_ros_success"] >= 0.9)
@@ -98,7 +98,7 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
         assert (out / name).exists(), name
     # The twin scored every episode of the day, demos and labelling included.
     scored = [json.loads(s) for s in (out / "scores.jsonl").read_text().splitlines()]
-    assert len(scored) >= 1 + 3 + 4 + f["episodes"] + 10
+    assert len(scored) >= 1 + 3 + 4 + f["episodes"] + 4
     setup = yaml.safe_load((out / "setup.yaml").read_text())
     assert setup["privileged"] is False
     twin_args = setup["nodes"][0]["args"]

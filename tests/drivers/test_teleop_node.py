@@ -120,6 +120,7 @@ def test_replay_holds_at_an_await_until_the_recorder_runs_an_episode(
     items = [{"t_s": 0.0, "await": "episode"}, {"t_s": 0.05, "raw": _sm(1, 350, 0, 0)}]
     rec.write_text("\n".join(json.dumps(x) for x in [header, *items]) + "\n")
     client = ros_client_factory(domain)
+    client.subscribe(Joy, "/arm/teleop/joy", qos.TELEOP_JOY)  # playback waits for both topics
     client.subscribe(TwistStamped, "/arm/teleop/twist", qos.SENSOR)
     session = client.publisher(String, "/arm/teleop/session", qos.STATUS)
     node = ros_processes(
