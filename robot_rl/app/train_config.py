@@ -65,8 +65,10 @@ reward"):
   pay at 10 Hz (``--sac.num-critics 10`` on a GPU learner);
 - the MLP critic, not SimBa's residual one: SimBa (2 blocks, 4x) was better on Meta-World
   pick-place with fresh layouts on 3 of 3 seeds (best 0.97-1.0, final 0.83-0.97, where this
-  agent has 0.8-0.9 and 0.6-0.83) and on push, but a cached-feature pixel update costs ~2.4x
-  (7.8 vs 19 per second on a core): below 10 Hz on the 2-core robot learner
+  agent has 0.8-0.9 and 0.6-0.83) and on push, and no better on the twin targets (pick_cube
+  90% at 4k, 8k, 4k against 6k, 8k, 4k; peg_insert + human 6k, 6k, 4k against 6k, 4k, 6k), but
+  a cached-feature pixel update costs ~2.4x (7.8 vs 19 per second on a core) and a state
+  update ~6.4x: below 10 Hz on the 2-core robot learner
   (``--sac.critic-arch residual --sac.critic-blocks 2 --sac.critic-expand 4`` where the learner
   has the compute)."""
 
