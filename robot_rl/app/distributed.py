@@ -336,6 +336,11 @@ def policy_settings(sac: Any, cmd: LearnerCmdConfig) -> str:
         out["backbone_sha256"] = file_sha256(enc.weights_path)  # ... with the same bytes
         enc = dataclasses.replace(enc, weights_path=None)
     out["sac"] = to_json(dataclasses.replace(sac, encoder=enc))
+    if cmd.env.obs == "pixels":
+        from robot_rl.app.train_ros import DEMO_CROPS_KEY, demo_crops
+
+        if crops := demo_crops(cmd.demos):  # an actor on a --setup compares its cameras' crops
+            out[DEMO_CROPS_KEY] = crops
     return json.dumps(out, sort_keys=True)
 
 
@@ -475,6 +480,12 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     except LearnerError as e:
         raise ValueError(f"the learner at {cmd.learner} refused this actor: {e}") from e
     print(f"[{cmd.id}] {got.startup_line}", file=sys.stderr, flush=True)
+    if cmd.setup is not None and got.env.obs == "pixels":
+        from drivers.setup import load_setup
+        from robot_rl.app.train_ros import DEMO_CROPS_KEY, check_demo_crops
+
+        demos = got.policy.get(DEMO_CROPS_KEY)
+        check_demo_crops(load_setup(cmd.setup), demos, "the learner's demos")
     sac = _actor_sac(got.policy, cmd)
     # one frozen backbone in this process: the policy acts on its features and an in-process
     # classifier reads the same pass (a second backbone cost a 2-camera pixel actor ~25 ms/step)

@@ -196,7 +196,12 @@ def human_node_args(cmd: Any) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _demo_crops(demos: Any) -> Any:
+DEMO_CROPS_KEY = "demo_camera_crops"
+"""The learner's policy settings name its pixel demos' crop boxes under this key; an actor with
+a ``--setup`` compares them with its cameras' (:func:`check_demo_crops`)."""
+
+
+def demo_crops(demos: Any) -> Any:
     """The camera crop boxes a demo store was recorded through (``camera_crops`` in its meta,
     as `record` writes it), or None (no demos, no such store yet, or no boxes stored)."""
     from pathlib import Path
@@ -210,6 +215,21 @@ def _demo_crops(demos: Any) -> Any:
         return (log.meta or {}).get("camera_crops")
     finally:
         log.close()
+
+
+def check_demo_crops(setup: Any, crops: Any, source: str) -> None:
+    """Refuse pixel demos recorded through other crop boxes than ``setup``'s cameras: the
+    policy would learn from pixels this setup never shows it.
+
+    Raises:
+        ValueError: Naming the boxes there and here, and what to do.
+    """
+    if diff := setup.crop_mismatch(crops):
+        raise ValueError(
+            f"{source} were recorded through other camera crops ({diff}): the policy would "
+            "learn from pixels this setup never shows it. Give the setup the crops the demos "
+            "were recorded with, or record the demos again through this setup file"
+        )
 
 
 def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
@@ -236,12 +256,8 @@ def build_ros_training(cmd: Any, reward: Any) -> RosTraining:
             f"({crops}): it would judge pixels it never saw. Give the setup the crops the "
             "frames were labelled with, or label and train the classifier again on this setup"
         )
-    if cmd.env.obs == "pixels" and (crops := setup.crop_mismatch(_demo_crops(cmd.demos))):
-        raise ValueError(
-            f"--demos {cmd.demos} were recorded through other camera crops ({crops}): the "
-            "policy would learn from pixels this setup never shows it. Give the setup the crops "
-            "the demos were recorded with, or record the demos again through this setup file"
-        )
+    if cmd.env.obs == "pixels":
+        check_demo_crops(setup, demo_crops(cmd.demos), f"--demos {cmd.demos}")
     lenv = cmd.env
     cams, wrappers = env_wrappers(lenv, setup)
     rcams = tuple(c for c in reward.cameras if c not in cams)

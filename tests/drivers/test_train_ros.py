@@ -204,6 +204,50 @@ def test_train_refuses_pixel_demos_recorded_through_other_crops(
     assert not run.exists()
 
 
+def test_an_actor_on_a_setup_refuses_the_learners_pixel_demos_of_other_crops(
+    tmp_path: Path, h9_domain: int
+) -> None:
+    """Distributed: the learner names its pixel demos' crop boxes in the policy settings it
+    tells actors; an actor on a ``--setup`` whose cameras crop otherwise refuses before acting
+    (the learner would train the actor's policy on pixels its robot never shows it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import zarr
+
+    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+
+    demos = tmp_path / "demos.zarr"
+    env = LearnerEnvConfig(task="pick_cube", obs="pixels", image_size=64)
+    run_collect(CollectConfig(env=env, out=demos, episodes=1), progress=False)
+    root = zarr.open_group(str(demos), mode="r+")  # as `record` stores the boxes it cropped with
+    root.attrs["meta"] = {**root.attrs["meta"], "camera_crops": {"front": [0, 8, 48, 48]}}
+    run = tmp_path / "learner"
+    learner = subprocess.Popen(
+        [sys.executable, "-m", "robot_rl.cli.main", "learner", "--run", str(run), "--task",
+         "pick_cube", "--obs", "pixels", "--image-size", "64", "--demos", str(demos),
+         "--bind", "127.0.0.1:0", "--eval-episodes", "0", "--no-progress"],
+        cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(lambda: (run / "server.json").exists() or learner.poll() is not None, 180, "learner")
+        assert learner.poll() is None, "the learner exited"
+        address = json.loads((run / "server.json").read_text())["address"]
+        setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=64)
+        arm = tmp_path / "arm"
+        args = ["actor", "--setup", str(setup), "--learner", address, "--run", str(arm)]
+        text = _refused(args, h9_domain)
+        assert "the learner's demos were recorded through other camera crops" in text, text
+        assert "front: [0, 8, 48, 48] there, whole frame in" in text, text
+        assert not (arm / "log.zarr").exists()  # refused before acting
+    finally:
+        learner.send_signal(signal.SIGTERM)
+        learner.wait(timeout=60)
+
+
 def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) -> None:
     frames, model = tmp_path / "frames.zarr", tmp_path / "rm"
     for args in (
