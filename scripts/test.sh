@@ -37,19 +37,21 @@ run "docs (mkdocs build --strict)" env NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build
   --site-dir "$(mktemp -d)"
 # Two pytest shards at once, one per core (the suite is one process at a time otherwise, ~1 core
 # busy on average): the ROS 2 / real-time / process tests (tests/drivers: graphs, real-time
-# twins, Franka's fixed FCI ports; tests/transport: learners and actors over gRPC) at normal
-# priority, streaming; the rest (learning, rewards, replay, sim, policies, CLI) at nice 10, so it
-# takes what the first leaves idle and never starves a real-time twin. ROS domain ids are leased
-# across processes (tests/drivers/conftest.py DomainIds). The second shard's output follows the
-# first's.
+# twins, Franka's fixed FCI ports; tests/transport: learners and actors over gRPC), plus the
+# short sim / replay / policy / core tests to even the two out, at normal priority, streaming;
+# the rest (learning, rewards, CLI) at nice 10, so it takes what the first leaves idle and
+# never starves a real-time twin. ROS domain ids are leased across processes
+# (tests/drivers/ros_graph.py DomainIds). The second shard's output follows the first's.
+SHARD1=(tests/drivers tests/transport tests/sim tests/replay tests/policies tests/core)
 pytest_shards() {
-  local other rc_a rc_b
+  local other rc_a rc_b d ignore=()
+  for d in "${SHARD1[@]}"; do ignore+=("--ignore=$d"); done
   other="$(mktemp)"
-  nice -n 10 "$BIN/python" -m pytest -m "not slow" -q --durations=15 \
-    --ignore=tests/drivers --ignore=tests/transport >"$other" 2>&1 &
+  nice -n 10 "$BIN/python" -m pytest -m "not slow" -q --durations=15 "${ignore[@]}" \
+    >"$other" 2>&1 &
   local pid=$!
-  echo "-- shard 1/2: tests/drivers tests/transport (shard 2/2, the rest, runs beside it at nice 10)"
-  "$BIN/python" -m pytest -m "not slow" -q --durations=15 tests/drivers tests/transport
+  echo "-- shard 1/2: ${SHARD1[*]} (shard 2/2, the rest, runs beside it at nice 10)"
+  "$BIN/python" -m pytest -m "not slow" -q --durations=15 "${SHARD1[@]}"
   rc_a=$?
   wait "$pid"
   rc_b=$?

@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from conftest import DomainIds  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
+from ros_graph import DomainIds  # noqa: E402
 from std_msgs.msg import Float64, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 

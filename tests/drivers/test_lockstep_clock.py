@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from conftest import DomainIds  # noqa: E402
+from ros_graph import DomainIds  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from drivers.ros_clock import RosLockstepClock  # noqa: E402

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import DomainIds, RosClient
+from ros_graph import DomainIds, RosClient
 
 from drivers.ros_hw_task import HardwareTask, HardwareTaskConfig, check_reset_pose
 from drivers.setup import SetupError, load_setup, parse_setup
