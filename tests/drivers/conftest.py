@@ -2,9 +2,10 @@
 
 Every ROS test runs its own graph: a unique ``ROS_DOMAIN_ID`` (from a range reserved per test
 file owner), discovery on localhost only, Fast DDS with the repo's profile
-(:mod:`drivers.ros.env`). Nodes run as real processes (``ros_graph.RosProcess``), killed at
-teardown; the test talks to them through ``ros_graph.RosClient``, a plain rclpy node in its own
-context (test modules import them from ``ros_graph``, never from ``conftest``). Waits are on conditions with timeouts, never fixed sleeps.
+(:mod:`drivers.ros.env`). Nodes run as real processes (``ros_graph.RosProcess``), killed
+at teardown; the test talks to them through ``ros_graph.RosClient``, a plain rclpy node in
+its own context (test modules import them from ``ros_graph``, never from ``conftest``).
+Waits are on conditions with timeouts, never fixed sleeps.
 
 Append new fixtures at the end; keep this file small.
 """
