@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -210,10 +211,7 @@ def test_an_actor_on_a_setup_refuses_the_learners_pixel_demos_of_other_crops(
     """Distributed: the learner names its pixel demos' crop boxes in the policy settings it
     tells actors; an actor on a ``--setup`` whose cameras crop otherwise refuses before acting
     (the learner would train the actor's policy on pixels its robot never shows it)."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     import zarr
 
@@ -225,17 +223,9 @@ def test_an_actor_on_a_setup_refuses_the_learners_pixel_demos_of_other_crops(
     root = zarr.open_group(str(demos), mode="r+")  # as `record` stores the boxes it cropped with
     root.attrs["meta"] = {**root.attrs["meta"], "camera_crops": {"front": [0, 8, 48, 48]}}
     run = tmp_path / "learner"
-    learner = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli.main", "learner", "--run", str(run), "--task",
-         "pick_cube", "--obs", "pixels", "--image-size", "64", "--demos", str(demos),
-         "--bind", "127.0.0.1:0", "--eval-episodes", "0", "--no-progress"],
-        cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    args = ["--task", "pick_cube", "--obs", "pixels", "--image-size", "64", "--demos", str(demos)]
+    learner, address = _serve_learner(run, args, 180)
     try:
-        _wait(lambda: (run / "server.json").exists() or learner.poll() is not None, 180, "learner")
-        assert learner.poll() is None, "the learner exited"
-        address = json.loads((run / "server.json").read_text())["address"]
         setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front", "wrist"), image=64)
         arm = tmp_path / "arm"
         args = ["actor", "--setup", str(setup), "--learner", address, "--run", str(arm)]
@@ -245,7 +235,7 @@ def test_an_actor_on_a_setup_refuses_the_learners_pixel_demos_of_other_crops(
         assert not (arm / "log.zarr").exists()  # refused before acting
     finally:
         learner.send_signal(signal.SIGTERM)
-        learner.wait(timeout=60)
+        learner.communicate(timeout=60)
 
 
 def test_train_over_ros_with_a_learned_reward(tmp_path: Path, h9_domain: int) -> None:
@@ -301,6 +291,25 @@ def _wait(pred, timeout_s: float, what: str) -> None:
     while not pred():
         assert time.monotonic() < end, f"timed out waiting for {what}"
         time.sleep(0.01)
+
+
+def _serve_learner(run: Path, args: list[str], timeout_s: float) -> tuple[Any, str]:
+    """`robot-rl learner --run run *args --bind 127.0.0.1:0 --eval-episodes 0 --no-progress
+    --json` in a subprocess (stdout piped); returns it and its address once it serves."""
+    import os
+    import subprocess
+    import sys
+
+    learner = subprocess.Popen(
+        [sys.executable, "-m", "robot_rl.cli.main", "learner", "--run", str(run), *args,
+         "--bind", "127.0.0.1:0", "--eval-episodes", "0", "--no-progress", "--json"],
+        cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    _wait(lambda: (run / "server.json").exists() or learner.poll() is not None, timeout_s,
+          "the learner serving")  # fmt: skip
+    assert learner.poll() is None, "the learner exited"
+    return learner, json.loads((run / "server.json").read_text())["address"]
 
 
 def test_ros_teleop_waits_for_the_joy_answer_and_forgets_an_earlier_episode(
@@ -443,20 +452,9 @@ def test_actor_behind_ros2_feeds_a_distributed_learner(tmp_path: Path, h9_domain
     import sys
 
     run = tmp_path / "learner"
-    learner = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli.main", "learner", "--run", str(run), "--task",
-         "reach", "--obs", "state", "--bind", "127.0.0.1:0", "--eval-episodes", "0",
-         "--no-progress", "--json"],
-        cwd=REPO, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")},
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+    learner, address = _serve_learner(run, ["--task", "reach", "--obs", "state"], 120)
     twin = None
     try:
-        deadline = time.monotonic() + 120
-        while not (run / "server.json").exists():
-            assert time.monotonic() < deadline and learner.poll() is None, "learner not serving"
-            time.sleep(0.1)
-        address = json.loads((run / "server.json").read_text())["address"]
         twin = subprocess.Popen(
             [sys.executable, "-m", "robot_rl.cli.main", "actor", "--task", "reach", "--obs",
              "state", "--learner", address, "--run", str(tmp_path / "twin"), "--steps", "40",
