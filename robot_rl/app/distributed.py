@@ -39,6 +39,7 @@ from typing import Annotated, Any
 import tyro
 
 from policies.config import SACConfig
+from robot_rl.actor.realtime import check_priority, set_realtime_priority, thread_scheduling
 from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.run_settings import ActorEnvFlags, run_settings_json
 from robot_rl.app.train_config import (
@@ -234,6 +235,9 @@ class ActorCmdConfig(RewardFlags, SimHumanFlags):
     it received (a learner short of CPU; --max-learner-backlog None: never hold)."""
     tick_budget_s: float = 0.1
     """Actor work per step above this is logged as a tick overrun, seconds."""
+    realtime_priority: int = 0
+    """SCHED_FIFO priority (1-99) of the acting process, so that a learner or camera driver on
+    the same computer cannot delay its ticks (root or an rtprio limit; 0: normal scheduling)."""
     control_hz: float | None = None
     """Pace the direct twin at this rate, like a robot (None: as fast as it steps; a --setup
     env paces itself)."""
@@ -265,6 +269,7 @@ class ActorCmdConfig(RewardFlags, SimHumanFlags):
         from robot_rl.transport.sink import check_actor_id
 
         check_actor_id(self.id)
+        check_priority(self.realtime_priority)
         self.check_reward_flags()
         if self.connect_timeout_s <= 0:
             raise ValueError(f"connect_timeout_s must be > 0, got {self.connect_timeout_s}")
@@ -463,6 +468,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
     from robot_rl.transport.codec import accepted_features, layout_fingerprint
     from robot_rl.transport.run_info import ask_learner
 
+    set_realtime_priority(cmd.realtime_priority)  # before the threads below start: they inherit
     torch.set_num_threads(cmd.num_threads)
     client_cfg = LearnerClientConfig(
         target=cmd.learner,
@@ -539,6 +545,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             backbone={"frames_encoded": features.frames_encoded, "memo_hits": features.memo_hits}
         )
     out.update(reward_warnings=[w.as_dict() for w in actor.traps.warnings])
+    out.update(scheduling=thread_scheduling())  # policy (priority) -> threads, at the end
     out.update(settings=got.env.to_json(), settings_from="learner" if got.from_learner else "cache")
     return out
 

@@ -28,6 +28,16 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def fifo_allowed() -> bool:
+    """Whether a process here may use SCHED_FIFO (root, or an rtprio limit), asked of a child."""
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+FIFO = fifo_allowed()
+"""`robot-rl actor --realtime-priority` can run here (test_realtime.py)."""
+
+
 def start(tmp: Path, name: str, *args: str, **env: str) -> subprocess.Popen:
     """Run ``robot-rl ARGS`` with stdout/stderr appended to tmp/name.out|.err."""
     out = open(tmp / f"{name}.out", "ab")  # noqa: SIM115 - owned by the child

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from distributed_helpers import (
+    FIFO,
     SMALL_AGENT,
     STARTUP_S,
     acked,
@@ -233,14 +234,19 @@ def test_wrong_token_is_refused_and_the_learner_keeps_serving(tmp_path, procs):
     err = (tmp_path / "bad.err").read_text()
     assert "token" in err and "refused" in err, err
     # The good actor rewards its steps with a learned reward (`--reward sim`: the twin's truth as
-    # the classifier's binary cost, through the same hook a classifier uses).
+    # the classifier's binary cost, through the same hook a classifier uses), and runs under
+    # SCHED_FIFO where this machine allows it (test_realtime.py).
+    fifo = ("--realtime-priority", "3") if FIFO else ()
     good = start(
         tmp_path, "good", "actor", "--run", str(tmp_path / "good"), "--learner", address, *REACH,
-        "--steps", "60", "--reward", "sim", "--no-progress", "--json", ROBOT_RL_TOKEN="s3cret",
+        "--steps", "60", "--reward", "sim", *fifo, "--no-progress", "--json",
+        ROBOT_RL_TOKEN="s3cret",
     )  # fmt: skip
     procs.append(good)
     assert finish(good) == 0, (tmp_path / "good.err").read_text()[-3000:]
     g = last_json(tmp_path, "good")
+    # every thread it ran, gRPC's and torch's included, at the priority asked (else normally)
+    assert set(g["scheduling"]) == {"SCHED_FIFO 3" if FIFO else "SCHED_OTHER"}, g["scheduling"]
     assert g["stopped_by"] == "steps" and g["acked_through"] == g["logged_transitions"] - 1 >= 59
     rows = assert_same_rows(tmp_path / "good" / "log.zarr", run / "actors" / "good" / "log.zarr")
     assert rows == g["logged_transitions"]
