@@ -256,6 +256,7 @@ def write_report(
         actor_max_action_age_s=actor.get("max_action_age_s"),
         actor_mean_act_s=actor.get("mean_act_s"),
         actor_mean_tick_work_s=actor.get("mean_tick_work_s"),
+        actor_scheduling=actor.get("scheduling"),
         learner_updates=learner.get("updates"),
         learner_updates_per_s=(learner["updates"] / wall_s)
         if learner.get("updates") and wall_s
