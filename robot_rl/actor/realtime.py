@@ -42,7 +42,9 @@ def set_realtime_priority(priority: int) -> list[int]:
     Linux schedules threads, not processes (``sched_setscheduler(0, ...)`` changes the calling
     thread only), so each thread already running is changed by its id: torch's, gRPC's and the
     ROS executor's threads all keep the actor's time. Raises ValueError saying what to fix when
-    the process may not use real-time scheduling, before any thread has changed."""
+    the process may not use real-time scheduling, before any thread has changed. A thread
+    that sets its own policy afterwards keeps it (Mesa puts its low-priority workers under
+    SCHED_BATCH or SCHED_IDLE): :func:`thread_scheduling` reports what each ran at."""
     check_priority(priority)
     if priority == 0:
         return []

@@ -82,8 +82,10 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     # of which the policy's part; the actor's work per step includes it
     assert 0.0 < f["actor_mean_act_s"] < f["actor_mean_action_age_s"]
     assert f["actor_mean_act_s"] <= f["actor_mean_tick_work_s"]
-    # how the actor's threads ran: normally, as no --actor-args="--realtime-priority N" asked
-    assert set(f["actor_scheduling"]) == {"SCHED_OTHER"}, f["actor_scheduling"]
+    # how the actor's threads ran: none real-time, as no --actor-args="--realtime-priority N"
+    # asked (a library may put its own workers under SCHED_BATCH or SCHED_IDLE, as Mesa does)
+    assert f["actor_scheduling"].get("SCHED_OTHER", 0) > 0, f["actor_scheduling"]
+    assert not any(k.startswith(("SCHED_FIFO", "SCHED_RR")) for k in f["actor_scheduling"])
     assert f["final_eval_ros_mean_action_age_s"] > 0.0
     assert f["final_eval_episodes"] == 4 and 0.0 <= f["final_eval_success"] <= 1.0
     # The final evaluation over ROS 2 on the same real-time twin, its episodes ended by the
