@@ -44,7 +44,9 @@ def set_realtime_priority(priority: int) -> list[int]:
     ROS executor's threads all keep the actor's time. Raises ValueError saying what to fix when
     the process may not use real-time scheduling, before any thread has changed. A thread
     that sets its own policy afterwards keeps it (Mesa puts its low-priority workers under
-    SCHED_BATCH or SCHED_IDLE): :func:`thread_scheduling` reports what each ran at."""
+    SCHED_BATCH or SCHED_IDLE): :func:`thread_scheduling` reports what each ran at.
+    Processes the actor starts inherit it too (Linux keeps the policy across fork and exec):
+    the simulated human's node, and the setup's nodes under ``--launch``."""
     check_priority(priority)
     if priority == 0:
         return []
