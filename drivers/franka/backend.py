@@ -39,7 +39,7 @@ import numpy as np
 
 from drivers.franka import control, loop
 from drivers.franka.gripper import FrankaGripper, GripperConfig
-from robot_rl.core import frames
+from robot_rl.core import frames, realtime
 from robot_rl.core import kinematics as kin
 from robot_rl.core.types import RobotState
 
@@ -107,10 +107,9 @@ class FrankaConfig:
     realtime_priority: int | None = 80
 
     def __post_init__(self) -> None:
-        if self.realtime_priority is not None and not 1 <= self.realtime_priority <= 99:
-            raise ValueError(
-                f"realtime_priority must be a SCHED_FIFO priority in 1..99 (or None), got "
-                f"{self.realtime_priority}"
+        if self.realtime_priority is not None:
+            realtime.check_priority(
+                self.realtime_priority, "realtime_priority", "or None: normal scheduling"
             )
         if not self.robot_ip:
             raise ValueError("robot_ip is empty; give the FCI address of the robot")
@@ -195,11 +194,10 @@ class FrankaBackend:
         if self.realtime_refused is not None and cfg.realtime_priority is not None:
             log.warning(
                 "the Franka control loop runs at normal priority (%s): under CPU load it may miss"
-                " the FCI's 1 ms cycles (communication_constraints_violation). Allow realtime"
-                " scheduling (libfranka's docs: an rtprio limit of 99 for the user in"
-                " /etc/security/limits.conf, or CAP_SYS_NICE), or set"
-                " FrankaConfig.realtime_priority=None to not ask.",
+                " the FCI's 1 ms cycles (communication_constraints_violation). To allow it: %s;"
+                " or set FrankaConfig.realtime_priority=None to not ask.",
                 self.realtime_refused,
+                realtime.HOW_TO_ALLOW,
             )
         self._check_ee_frame()
         with self._lock:

@@ -34,14 +34,13 @@ torque control holding the measured pose.
 from __future__ import annotations
 
 import gc
-import os
 import time
 from multiprocessing.connection import Connection
 
 import numpy as np
 
 from drivers.franka import control
-from robot_rl.core import frames
+from robot_rl.core import frames, realtime
 
 IDX_STAMP = 0
 IDX_Q = slice(1, 8)
@@ -267,8 +266,8 @@ def read_shared(shared) -> np.ndarray:
 
 
 def set_realtime_priority(priority: int | None) -> str | None:
-    """Run this (single-threaded) process under SCHED_FIFO at ``priority``: it then takes a
-    core the moment the robot's state arrives, whatever else the machine runs (libfranka's
+    """Run this process under SCHED_FIFO at ``priority``: it then takes a core the moment the
+    robot's state arrives, whatever else the machine runs (libfranka's
     ``RealtimeConfig.kEnforce`` does the same for its control thread). The loop blocks in
     ``readOnce`` between cycles, so it never holds a core for long.
 
@@ -276,9 +275,9 @@ def set_realtime_priority(priority: int | None) -> str | None:
     if priority is None:
         return "not asked (FrankaConfig.realtime_priority is None)"
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (OSError, AttributeError) as exc:  # AttributeError: no sched_setscheduler here
-        return f"SCHED_FIFO {priority} refused: {exc}"
+        realtime.run_threads_fifo(priority)
+    except OSError as exc:
+        return f"SCHED_FIFO {priority} refused: {exc} (rtprio limit {realtime.rtprio_limit()})"
     return None
 
 

@@ -39,7 +39,7 @@ from typing import Annotated, Any
 import tyro
 
 from policies.config import SACConfig
-from robot_rl.actor.realtime import check_priority, set_realtime_priority, thread_scheduling
+from robot_rl.actor.realtime import check_priority, set_realtime_priority
 from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.run_settings import ActorEnvFlags, run_settings_json
 from robot_rl.app.train_config import (
@@ -53,6 +53,7 @@ from robot_rl.app.train_config import (
     resumed_command,
     to_json,
 )
+from robot_rl.core.realtime import thread_scheduling
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
 
 TOKEN_ENV = "ROBOT_RL_TOKEN"

@@ -245,8 +245,12 @@ def test_wrong_token_is_refused_and_the_learner_keeps_serving(tmp_path, procs):
     procs.append(good)
     assert finish(good) == 0, (tmp_path / "good.err").read_text()[-3000:]
     g = last_json(tmp_path, "good")
-    # every thread it ran, gRPC's and torch's included, at the priority asked (else normally)
-    assert set(g["scheduling"]) == {"SCHED_FIFO 3" if FIFO else "SCHED_OTHER"}, g["scheduling"]
+    # every thread it ran, gRPC's and torch's included, at the priority asked (else none
+    # real-time: a library's worker may put itself under SCHED_BATCH or SCHED_IDLE)
+    if FIFO:
+        assert set(g["scheduling"]) == {"SCHED_FIFO 3"}, g["scheduling"]
+    else:
+        assert not any(k.startswith(("SCHED_FIFO", "SCHED_RR")) for k in g["scheduling"])
     assert g["stopped_by"] == "steps" and g["acked_through"] == g["logged_transitions"] - 1 >= 59
     rows = assert_same_rows(tmp_path / "good" / "log.zarr", run / "actors" / "good" / "log.zarr")
     assert rows == g["logged_transitions"]

@@ -22,7 +22,8 @@ from robot_rl.app.distributed import ActorCmdConfig
 
 _THREADS = """
 import json, os, threading
-from robot_rl.actor.realtime import set_realtime_priority, thread_scheduling
+from robot_rl.actor.realtime import set_realtime_priority
+from robot_rl.core.realtime import thread_scheduling
 before, stop = threading.Event(), threading.Event()
 def wait(started):
     started.set()
@@ -77,5 +78,5 @@ def test_an_actor_without_the_right_is_refused_before_it_acts_saying_what_to_do(
 
 @pytest.mark.parametrize("priority", [-1, 100])
 def test_a_priority_fifo_lacks_is_refused_at_the_command_line(tmp_path, priority):
-    with pytest.raises(ValueError, match="--realtime-priority must be 0"):
+    with pytest.raises(ValueError, match="--realtime-priority must be a SCHED_FIFO priority"):
         ActorCmdConfig(run=tmp_path / "a", realtime_priority=priority)
