@@ -2,10 +2,10 @@
 
 Runs the rehearsal (up, record, label, reward train / eval, learner + actor over gRPC against
 the real-time twin played as a real robot) and prints one JSON object per run: the config, the
-machine and the report's figures (success of the last uncorrected episodes as the twin scored
-them, robot minutes to the target, classifier precision / recall and online false positives /
-negatives, corrections per episode, actor tick overruns, learner updates/s). ``--jsonl`` appends
-it; the run directory (``--out``; report.json, success.png, interventions.png, summary.md)
+machine and the report's figures (the final evaluation's success, the policy's unaided success
+over the last training episodes as the twin scored them, robot minutes to the early stop,
+classifier precision / recall and online false positives / negatives, corrections per episode,
+actor tick overruns, learner updates/s). ``--jsonl`` appends it; the run directory (``--out``; report.json, success.png, interventions.png, summary.md)
 is kept.
 
     python bench/rehearsal.py --out runs/rehearsal-pick --jsonl bench/results/rehearsal.jsonl \

@@ -1,6 +1,6 @@
 """The rehearsal report's figures from joined episodes (robot_rl.app.rehearsal_report): the
-target counts only the episodes nobody corrected, and the classifier's online errors are its
-verdicts against the twin's."""
+in-loop target counts a corrected episode as a failure of the policy, and the classifier's
+online errors are its verdicts against the twin's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from robot_rl.app.rehearsal_report import (
     figures,
     ros_eval_figures,
     target_met,
-    uncorrected_successes,
+    unaided_successes,
 )
 
 
@@ -26,9 +26,10 @@ def _row(i: int, twin: bool, classifier: bool, corrections: int) -> dict:
     }
 
 
-def test_the_target_is_measured_on_uncorrected_episodes_only():
-    # Corrected episodes that succeed (the human finished them) must not count toward the
-    # target; the policy's own run of 3 successes does, at the episode that completes it.
+def test_the_in_loop_target_counts_a_corrected_episode_as_a_failure():
+    # The human finished corrected episodes: neither they nor the policy's own successes
+    # around them may make the policy look unaided. Uncorrected episodes alone would read 3/4
+    # (and 1.0 over the last 3), which is what the policy does only when it needs no help.
     rows = [
         _row(0, True, True, 2),
         _row(1, False, False, 0),
@@ -38,11 +39,12 @@ def test_the_target_is_measured_on_uncorrected_episodes_only():
         _row(5, False, True, 3),  # a success the classifier made up
         _row(6, True, True, 0),
     ]
-    assert uncorrected_successes(rows) == [False, True, True, True]
-    f = figures(rows, target=1.0, n=3)
-    assert f["uncorrected_episodes"] == 4 and f["success_last_uncorrected_n"] == 3
-    assert f["success_last_uncorrected"] == 1.0
-    assert f["robot_minutes_to_target"] == pytest.approx(70.0 / 60.0)  # at episode 6, not 4
+    assert unaided_successes(rows) == [False, False, False, True, True, False, True]
+    f = figures(rows, target=2 / 3, n=3)
+    assert f["uncorrected_episodes"] == 4 and f["success_unaided_last_n"] == 3
+    assert f["success_unaided_last"] == pytest.approx(2 / 3)  # episodes 4, 5, 6
+    assert f["robot_minutes_to_target"] == pytest.approx(50.0 / 60.0)  # episodes 2-4: 2 of 3
+    assert figures(rows, target=1.0, n=3)["robot_minutes_to_target"] is None
     assert f["classifier_false_positives"] == 1 and f["classifier_false_negatives"] == 1
     assert f["interventions"] == 6
     assert f["interventions_first_half"] == pytest.approx(1.0)  # rows 0-2: 2, 0, 1
@@ -50,11 +52,13 @@ def test_the_target_is_measured_on_uncorrected_episodes_only():
     assert f["success_all"] == pytest.approx(5 / 7)
 
 
-def test_no_target_before_enough_uncorrected_episodes():
+def test_no_target_while_the_human_finishes_the_episodes():
+    # Every episode succeeded, ten of eleven because the human took over: 1 in 3 unaided.
     rows = [_row(i, True, True, 1) for i in range(10)] + [_row(10, True, True, 0)]
     f = figures(rows, target=0.5, n=3)
-    assert f["robot_minutes_to_target"] is None and f["success_last_uncorrected_n"] == 1
-    assert figures([], target=0.9, n=3)["success_last_uncorrected"] is None
+    assert f["robot_minutes_to_target"] is None and f["success_unaided_last_n"] == 3
+    assert f["success_unaided_last"] == pytest.approx(1 / 3)
+    assert figures([], target=0.9, n=3)["success_unaided_last"] is None
 
 
 def test_the_target_is_judged_on_the_final_evaluation():

@@ -58,7 +58,7 @@ import yaml
 
 from robot_rl.app.nodes import die_with_parent
 from robot_rl.app.proc_cpu import CpuMeter
-from robot_rl.app.rehearsal_report import training_episodes, uncorrected_successes
+from robot_rl.app.rehearsal_report import training_episodes, unaided_successes
 from sim.human import HumanConfig
 
 STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval")
@@ -106,7 +106,8 @@ class RehearseConfig:
     """Robot-time budget of the training (actor steps / control_hz)."""
     target_success: float = 0.9
     """The target: the final evaluation succeeds this often (and training stops early when the
-    last --target-episodes uncorrected episodes did)."""
+    policy succeeded without correction in this share of the last --target-episodes
+    episodes)."""
     target_episodes: int = 50
     """Episodes of the final evaluation (and of the early stop's window)."""
     port: int = 50071
@@ -447,18 +448,18 @@ class Rehearsal:
 
 
 def _early_stop_met(rows: list[dict], cfg: RehearseConfig) -> bool:
-    """The last ``target_episodes`` uncorrected episodes succeeded (the twin's score) at least
-    ``target_success`` of the time (the report's ``robot_minutes_to_target`` rule)."""
-    clean = uncorrected_successes(rows)[-cfg.target_episodes :]
-    return len(clean) == cfg.target_episodes and sum(clean) / len(clean) >= cfg.target_success
+    """The policy succeeded on its own (the twin's score, nobody corrected it) in at least
+    ``target_success`` of the last ``target_episodes`` episodes (the report's
+    ``robot_minutes_to_target`` rule)."""
+    last = unaided_successes(rows)[-cfg.target_episodes :]
+    return len(last) == cfg.target_episodes and sum(last) / len(last) >= cfg.target_success
 
 
 def _recent(rows: list[dict], n: int) -> str:
-    clean = uncorrected_successes(rows)[-n:]
-    if not clean:
-        return f"{len(rows)} episodes, none uncorrected yet"
-    rate = sum(clean) / len(clean)
-    return f"{len(rows)} episodes, uncorrected success {rate:.2f} (last {len(clean)})"
+    last = unaided_successes(rows)[-n:]
+    if not last:
+        return "no episode yet"
+    return f"{len(rows)} episodes, unaided success {sum(last) / len(last):.2f} (last {len(last)})"
 
 
 def _bar(cfg: RehearseConfig):
