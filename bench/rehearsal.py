@@ -5,8 +5,8 @@ the real-time twin played as a real robot) and prints one JSON object per run: t
 machine and the report's figures (the final evaluation's success, the policy's unaided success
 over the last training episodes as the twin scored them, robot minutes to the early stop,
 classifier precision / recall and online false positives / negatives, corrections per episode,
-actor tick overruns, learner updates/s). ``--jsonl`` appends it; the run directory (``--out``; report.json, success.png, interventions.png, summary.md)
-is kept.
+actor tick overruns, learner updates/s). ``--jsonl`` appends it; the run directory
+(``--out``; report.json, success.png, interventions.png, summary.md) is kept.
 
     python bench/rehearsal.py --out runs/rehearsal-pick --jsonl bench/results/rehearsal.jsonl \
         -- --task pick_cube --obs pixels --robot-minutes 60
