@@ -323,3 +323,35 @@ def test_previous_action_is_a_state_part_and_other_data():
     # Datasets written before the setting existed had no previous action.
     legacy = {k: v for k, v in plain.to_json().items() if k != "previous_action"}
     assert same_data_settings(legacy, plain) and not same_data_settings(legacy, lenv)
+
+
+def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_band():
+    """--gripper-discretize (train, learner, actor): a policy output between -0.5 and 0.5 keeps
+    the last command (open after reset) instead of half-closing the hand; not a data setting
+    (demos recorded without it stay usable), but an actor must run the learner's."""
+    from robot_rl.app.build import make_env_from_setup
+    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.run_settings import ActorEnvFlags, SettingsConflictError, resolve_env
+
+    def closure_after(lenv: LearnerEnvConfig, g: float) -> float:
+        env, b = make_env_from_setup(lenv.env_setup())
+        try:
+            flat = next(e for e in _stack(env) if isinstance(e, FlattenState))
+            env.reset(seed=0)
+            for _ in range(4):
+                obs, *_ = env.step(np.array([0.0, 0.0, 0.0, g], np.float32))
+            return float(obs[keys.STATE][flat.slices[keys.GRIPPER_POS]][0])
+        finally:
+            env.close()
+            b.close()
+
+    plain = LearnerEnvConfig(task="pick_cube", obs="state")
+    lenv = LearnerEnvConfig(task="pick_cube", obs="state", gripper_discretize=True)
+    assert closure_after(plain, 0.2) > 0.3  # a target of 0.6 closure: half closed
+    assert closure_after(lenv, 0.2) < 0.05  # keeps the reset's open command
+    assert closure_after(lenv, 0.9) > 0.5  # closes
+    assert same_data_settings(plain.to_json(), lenv)
+    with pytest.raises(SettingsConflictError, match="gripper_discretize"):
+        resolve_env(ActorEnvFlags(gripper_discretize=False), lenv)
+    with pytest.raises(ValueError, match="--gripper-discretize needs a gripper"):
+        LearnerEnvConfig(gripper="fixed", gripper_discretize=True)

@@ -73,10 +73,20 @@ class LearnerEnvConfig:
     """Observe the previous step's action (the state part ``prev_action``): the target the arm
     still tracks while the next action is on its way, which no sensor shows. Demos must be
     collected with the same setting."""
+    gripper_discretize: bool = False
+    """Read the policy's gripper output as close (above 0.5), open (below -0.5) or keep the
+    last command (in between), as HIL-SERL and SERL do. A policy unsure between open and closed
+    then keeps its gripper as it is instead of half-closing it: a half-closed hand cannot
+    straddle the object, and on a real Franka Hand every new target is a blocking move. Not a
+    data setting: a teleop device's gripper commands are -1 or +1 either way."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
             raise ValueError(f"action_delay_ms must be >= 0 ms, got {self.action_delay_ms}")
+        if self.gripper_discretize and self.gripper == "fixed":
+            raise ValueError(
+                "--gripper-discretize needs a gripper the policy commands; drop --gripper fixed"
+            )
         if self.obs == "pixels" and not self.cameras:
             raise ValueError("--obs pixels needs at least one camera in --cameras")
         if self.image_size < 16:
@@ -114,6 +124,7 @@ class LearnerEnvConfig:
                 fixed_gripper=self.fixed_gripper(),
                 success_reward=self.task_reward == "sparse",
                 previous_action=self.previous_action,
+                gripper_discretize=self.gripper_discretize,
             ),
         )
 
@@ -127,7 +138,7 @@ class LearnerEnvConfig:
         out = {
             k: v
             for k, v in self.to_json().items()
-            if k not in ("max_episode_steps", "action_delay_ms")
+            if k not in ("max_episode_steps", "action_delay_ms", "gripper_discretize")
         }
         out["gripper"] = self.fixed_gripper() if self.task in TASKS else self.gripper
         out["action_scale_m"] = self.action_scale_m or (

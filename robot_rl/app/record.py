@@ -107,7 +107,11 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
         from robot_rl.app.build import WrapperConfig
 
         # lenv.env_setup()'s, without the task lookup
-        wr = WrapperConfig(flatten_state=True, previous_action=lenv.previous_action)
+        wr = WrapperConfig(
+            flatten_state=True,
+            previous_action=lenv.previous_action,
+            gripper_discretize=lenv.gripper_discretize,
+        )
     else:
         wr = lenv.env_setup().wrappers
     cams = tuple(lenv.cameras) if lenv.obs == "pixels" else ()

@@ -78,6 +78,8 @@ class ActorEnvFlags:
     """Direct twin: each action takes effect this long after it was sent, ms."""
     previous_action: Annotated[DisallowNone[bool | None], _FROM_LEARNER] = None
     """Observe the previous step's action (the state part prev_action)."""
+    gripper_discretize: Annotated[DisallowNone[bool | None], _FROM_LEARNER] = None
+    """The gripper output read as close / open / keep (dead band +-0.5)."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -118,11 +120,12 @@ def parse_run_settings(text: str, source: str) -> LearnerEnvConfig:
 def resolved(env: LearnerEnvConfig) -> dict[str, Any]:
     """Every setting of ``env`` with the task's defaults resolved (what the env is built with):
     the held gripper command (None: the policy's), the action scale, the episode limit, the
-    action delay."""
+    action delay, the gripper's discretisation."""
     out = env.data_settings()
     info = TASKS.get(env.task)
     out["max_episode_steps"] = env.max_episode_steps or (info and info.max_episode_steps)
     out["action_delay_ms"] = env.action_delay_ms
+    out["gripper_discretize"] = env.gripper_discretize
     return out
 
 
@@ -144,6 +147,8 @@ def describe(env: LearnerEnvConfig) -> str:
         parts.append(f"action_delay_ms={env.action_delay_ms:g}")
     if env.previous_action:
         parts.append("previous_action=True")
+    if env.gripper_discretize:
+        parts.append("gripper_discretize=True")
     return " ".join(parts)
 
 
