@@ -95,6 +95,10 @@ class SACAgent:
         self.gripper_target = (
             self._frozen_copy(self.gripper_critic) if self.gripper_critic is not None else None
         )
+        self.gripper_closed_at = 0.5
+        """``gripper_pos`` at which the toggle penalty reads the gripper as closed, in the
+        units of the state this agent is given (a learner that normalises the state sets it
+        with :meth:`set_state_normalization`)."""
         self.log_alpha = torch.tensor(
             float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True
         )
@@ -273,7 +277,8 @@ class SACAgent:
         cfg = self.cfg
         g = batch.action[:, -1].float()  # (B,)
         idx = (g > cfg.gripper_threshold).long() - (g < -cfg.gripper_threshold).long() + 1
-        closed = batch.obs[keys.STATE][:, cfg.gripper_state_index].float() > 0.5  # (B,)
+        state_g = batch.obs[keys.STATE][:, cfg.gripper_state_index].float()  # (B,)
+        closed = state_g > self.gripper_closed_at
         toggles = ((idx == 2) & ~closed) | ((idx == 0) & closed)
         r = reward - cfg.gripper_toggle_penalty * toggles.float()
         with torch.no_grad():
@@ -419,6 +424,13 @@ class SACAgent:
             b_ref.copy_(b_live)
 
     @torch.no_grad()
+    def set_state_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """The learner gives this agent states as ``(s - mean) / std``: read the gripper as
+        closed where the raw ``gripper_pos`` is above 0.5 (the toggle penalty of
+        ``hybrid_gripper``)."""
+        i = self.cfg.gripper_state_index
+        self.gripper_closed_at = float((0.5 - np.asarray(mean)[i]) / np.asarray(std)[i])
+
     def rescale_state_inputs(self, scale: np.ndarray, shift: np.ndarray) -> None:
         """The normalised state this agent reads changes to ``x`` where it read
         ``scale * x + shift`` before (a refitted normaliser): fold that into the first layer

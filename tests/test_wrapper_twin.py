@@ -355,3 +355,13 @@ def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_
         resolve_env(ActorEnvFlags(gripper_discretize=False), lenv)
     with pytest.raises(ValueError, match="--gripper-discretize needs a gripper"):
         LearnerEnvConfig(gripper="fixed", gripper_discretize=True)
+    # The hybrid gripper's "stay" (0) is a keep only under --gripper-discretize.
+    import dataclasses
+    from pathlib import Path
+
+    from robot_rl.app.train_config import TRAIN_SAC, TrainCmdConfig
+
+    hybrid = dataclasses.replace(TRAIN_SAC, hybrid_gripper=True)
+    with pytest.raises(ValueError, match="add --gripper-discretize"):
+        TrainCmdConfig(run=Path("unused"), sac=hybrid)
+    TrainCmdConfig(run=Path("unused"), sac=hybrid, env=lenv)

@@ -49,6 +49,7 @@ from robot_rl.app.train_config import (
     RewardFlags,
     SimHumanFlags,
     TrainCmdConfig,
+    check_gripper_settings,
     from_json,
     resumed_command,
     to_json,
@@ -156,6 +157,7 @@ class LearnerCmdConfig:
             raise ValueError(f"demos {self.demos} does not exist; record it with robot-rl collect")
         self.server_config()  # validates bind, token and TLS
         self.remote_config()
+        check_gripper_settings(self.sac, self.env)
 
     def as_train(self) -> TrainCmdConfig:
         """The same settings as a ``train`` config (shared composition helpers)."""

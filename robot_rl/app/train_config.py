@@ -259,6 +259,7 @@ class TrainCmdConfig(RewardFlags, SimHumanFlags):
         if self.setup is not None and self.env.action_delay_ms:
             raise ValueError(ACTION_DELAY_OVER_ROS)
         self.check_reward_flags()
+        check_gripper_settings(self.sac, self.env)
         if self.realtime_factor < 0 or self.teleop_wait_s <= 0:
             raise ValueError(
                 f"realtime_factor must be >= 0 and teleop_wait_s > 0, got "
@@ -287,6 +288,16 @@ class TrainCmdConfig(RewardFlags, SimHumanFlags):
             progress=self.progress,
             intervention_mode=self.intervention_mode,
             rlif_penalty=self.rlif_penalty,
+        )
+
+
+def check_gripper_settings(sac: SACConfig, env: LearnerEnvConfig) -> None:
+    """``--sac.hybrid-gripper`` acts -1 / 0 / +1 meaning open / keep / close; the env reads 0
+    as keep only under ``--gripper-discretize`` (else as a half-closed target)."""
+    if sac.hybrid_gripper and not env.gripper_discretize:
+        raise ValueError(
+            "--sac.hybrid-gripper's 'stay' action (0) is a half-closed gripper target unless the "
+            "env keeps the last command: add --gripper-discretize"
         )
 
 

@@ -167,7 +167,14 @@ class LearnerCore:
                 self.norm.std / old.std, (self.norm.mean - old.mean) / old.std
             )
         self.state.state_norm = {**self.norm.to_json(), "fitted_on": n}
+        self._tell_agent_norm()
         return True
+
+    def _tell_agent_norm(self) -> None:
+        """The agent's reads of raw state values (the hybrid gripper's closed test) follow the
+        normaliser."""
+        if self.norm is not None and hasattr(self.agent, "set_state_normalization"):
+            self.agent.set_state_normalization(self.norm.mean, self.norm.std)
 
     def norm_obs(self, o: Mapping) -> Mapping:
         """A learner-layout observation as the agent reads it (state normalised once fitted)."""
@@ -192,6 +199,7 @@ class LearnerCore:
         self.state.restore({"sample": self.sample_rng, **np_rngs}, torch_rngs)
         if self.state.state_norm is not None:
             self.norm = StateNormalizer.from_json(self.state.state_norm)
+            self._tell_agent_norm()
         return True
 
     def evaluate_and_checkpoint(

@@ -167,3 +167,38 @@ def test_config_validation_says_what_to_change(kw, match):
 
     with pytest.raises(ValueError, match=match):
         SACConfig(**kw)
+
+
+def test_hybrid_gripper_toggle_penalty_reads_the_raw_gripper_through_the_normaliser():
+    """The learner normalises states; the toggle penalty must still read the gripper as closed
+    where the raw gripper_pos is above 0.5 (holding a cube: ~0.6, below a mean of 0.8)."""
+    import dataclasses
+
+    from policy_helpers import random_batch
+
+    from robot_rl.core import keys
+    from robot_rl.run.normalize import StateNormalizer
+
+    layout = state_layout(4)
+    agent = SACAgent(layout, 3, small_sac(hybrid_gripper=True, gripper_toggle_penalty=0.5), seed=0)
+    with torch.no_grad():  # both gripper critics output 0: the loss is the penalty squared
+        for net in (agent.gripper_critic, agent.gripper_target):
+            for p in net.parameters():
+                p.zero_()
+    mean, std = np.array([0.0, 0.0, 0.0, 0.8]), np.array([1.0, 1.0, 1.0, 0.1])
+    norm = StateNormalizer(mean, std)
+    agent.set_state_normalization(mean, std)
+
+    def penalty(raw_gripper: float, command: float) -> float:
+        b = random_batch(layout, 3, 1, torch.Generator().manual_seed(0))
+        state = torch.tensor([[0.0, 0.0, 0.0, raw_gripper]])
+        act = torch.tensor([[0.0, 0.0, command]])
+        b = norm.batch(dataclasses.replace(b, obs={keys.STATE: state}, action=act))
+        z = agent.encoder(b.obs)
+        loss = agent._gripper_loss(b, z, z, torch.zeros(1), torch.ones(1))
+        return float(loss.detach().sqrt())
+
+    assert penalty(0.6, +1.0) == pytest.approx(0.0)  # closed on the cube, keeps closing
+    assert penalty(0.6, -1.0) == pytest.approx(0.5)  # closed, opens: a toggle
+    assert penalty(0.1, +1.0) == pytest.approx(0.5)  # open, closes: a toggle
+    assert penalty(0.1, 0.0) == pytest.approx(0.0)  # keeps
