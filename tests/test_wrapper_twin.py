@@ -355,6 +355,8 @@ def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_
         resolve_env(ActorEnvFlags(gripper_discretize=False), lenv)
     with pytest.raises(ValueError, match="--gripper-discretize needs a gripper"):
         LearnerEnvConfig(gripper="fixed", gripper_discretize=True)
+    with pytest.raises(ValueError, match="--gripper-discretize needs a gripper"):
+        LearnerEnvConfig(task="peg_insert", gripper_discretize=True)  # holds the peg
     # The hybrid gripper's "stay" (0) is a keep only under --gripper-discretize.
     import dataclasses
     from pathlib import Path

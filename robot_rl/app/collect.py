@@ -83,9 +83,10 @@ class LearnerEnvConfig:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
             raise ValueError(f"action_delay_ms must be >= 0 ms, got {self.action_delay_ms}")
-        if self.gripper_discretize and self.gripper == "fixed":
+        if self.gripper_discretize and self.fixed_gripper() is not None:
             raise ValueError(
-                "--gripper-discretize needs a gripper the policy commands; drop --gripper fixed"
+                f"--gripper-discretize needs a gripper the policy commands; with --task "
+                f"{self.task} --gripper {self.gripper} the env holds it: drop --gripper-discretize"
             )
         if self.obs == "pixels" and not self.cameras:
             raise ValueError("--obs pixels needs at least one camera in --cameras")

@@ -124,6 +124,10 @@ class RehearseConfig:
     """State gates of the classifier (`reward train --gates`), e.g. `gripper_pos>=0.45
     gripper_pos<=0.7` for a cube in the closed hand: a frame outside them cannot confirm
     success, whatever the cameras show."""
+    gripper_discretize: bool = True
+    """The learner's `--gripper-discretize` (close / open / keep the last command), where the
+    task lets the policy command the gripper: pick_cube from pixels reached 0.94 with it in 10
+    robot minutes, 0.28-0.70 without (docs/real_robot.md)."""
     human_patience_steps: int = HumanConfig().patience_steps
     """Training: the simulated human takes over when the policy has not made progress for this
     many steps (`actor --human-patience-steps`); a person who steps in at every hesitation
@@ -370,6 +374,10 @@ class Rehearsal:
         cfg = self.cfg
         bind = f"127.0.0.1:{cfg.port}"
         env_args = ["--task", cfg.task, *obs, *size]
+        from robot_rl.app.collect import LearnerEnvConfig
+
+        if cfg.gripper_discretize and LearnerEnvConfig(task=cfg.task).fixed_gripper() is None:
+            env_args.append("--gripper-discretize")
         t0 = time.time()
         learner = self._spawn("learner", [
             "learner", "--run", str(self.out / "learner"), "--bind", bind,

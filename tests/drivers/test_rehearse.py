@@ -82,6 +82,9 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     # of which the policy's part; the actor's work per step includes it
     assert 0.0 < f["actor_mean_act_s"] < f["actor_mean_action_age_s"]
     assert f["actor_mean_act_s"] <= f["actor_mean_tick_work_s"]
+    # the learner (and so the actor) reads the gripper output as close / open / keep
+    learner_cfg = json.loads((out / "learner" / "config.json").read_text())
+    assert learner_cfg["cli"]["env"]["gripper_discretize"] is True
     # how the actor's threads ran: none real-time, as no --actor-args="--realtime-priority N"
     # asked (a library may put its own workers under SCHED_BATCH or SCHED_IDLE, as Mesa does)
     assert f["actor_scheduling"].get("SCHED_OTHER", 0) > 0, f["actor_scheduling"]
