@@ -34,6 +34,7 @@ from robot_rl.app.teleop_env import (
     StopFlag,
     TeleopRunConfig,
     check_out,
+    gripper_hold_after_reset,
 )
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
@@ -209,7 +210,7 @@ class _Labeler:
         attempt = self._attempts - 1  # announced: rises with every reset, kept or not
         teleop.announce(attempt, "running", seed=seed)
         pos = neg = 0
-        gripper_hold, done, end = -1.0, None, None
+        gripper_hold, done, end = gripper_hold_after_reset(env), None, None
         while True:
             if stop.requested:
                 end = "stopped"

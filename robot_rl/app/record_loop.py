@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_rl.app.human_answers import HumanAnswers
-from robot_rl.app.teleop_env import ButtonEdges, Pacer, SensorFaults, StopFlag
+from robot_rl.app.teleop_env import (
+    ButtonEdges,
+    Pacer,
+    SensorFaults,
+    StopFlag,
+    gripper_hold_after_reset,
+)
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
@@ -114,7 +120,7 @@ class Recorder:
             self.faults.fault(e)
             return
         self.edges.reset(teleop.read().buttons)  # presses during the reset do not count
-        gripper_hold = -1.0  # the reset opens the gripper
+        gripper_hold = gripper_hold_after_reset(env)  # keeps the hand as the reset left it
         self.pacer.reset()
         if self._video is not None:
             self._video.begin(f"ep {log.num_episodes}")

@@ -171,6 +171,11 @@ class RobotEnv(gym.Env):
         info[keys.INFO_ACTION_AGE] = float(action_age_s)
         return obs.to_dict(), float(status.reward), terminated, truncated, info
 
+    @property
+    def robot_state(self) -> RobotState | None:
+        """The robot state the last observation was built from (None before the first reset)."""
+        return self._state
+
     def render(self):
         """Latest camera images side by side, (H, sum W, 3) uint8; None without cameras."""
         if self._obs is None or not self._obs.images:

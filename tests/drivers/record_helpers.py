@@ -22,13 +22,15 @@ from drivers.ros.env import ros_env
 REPO = Path(__file__).resolve().parents[2]
 
 
-def lockstep_setup(path: Path, cameras: tuple[str, ...] = (), image: int = 64) -> Path:
-    """A lockstep twin setup (pick_cube) with only the twin node."""
+def lockstep_setup(
+    path: Path, cameras: tuple[str, ...] = (), image: int = 64, task: str = "pick_cube"
+) -> Path:
+    """A lockstep twin setup (pick_cube by default) with only the twin node."""
     raw = {
         "name": "test_record",
         "namespace": "arm",
         "robot": "twin",
-        "task": "pick_cube",
+        "task": task,
         "clock": "lockstep",
         "control_hz": 10.0,
         "cameras": [{"name": c, "height": image, "width": image} for c in cameras],

@@ -367,6 +367,24 @@ def test_record_with_the_simulated_human_mostly_succeeds(tmp_path: Path, a2_doma
     assert len(load_demos(out)) == sum(ep["meta"].length for ep in episodes)
 
 
+def test_record_keeps_the_peg_the_reset_put_in_the_hand(tmp_path: Path, a2_domain: int) -> None:
+    """peg_insert starts with the peg grasped: before the human's first gripper request the
+    recorder must keep the hand closed (holding "open" after every reset dropped the peg in the
+    first step of each episode, and no demo succeeded)."""
+    setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front",), task="peg_insert")
+    out = tmp_path / "peg.zarr"
+    args = ["record", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "2"]
+    args += ["--obs", "pixels", "--cameras", "front", "--image-size", "64"]
+    args += ["--teleop", "sim-expert", "--realtime-factor", "0", "--json"]
+    args += ["--log-dir", str(tmp_path / "logs")]
+    result = json.loads(run_cli(args, a2_domain, 300)[0])
+    episodes, _ = _episodes(out)
+    assert len(episodes) == 2
+    for ep in episodes:
+        assert (ep["action"][:, -1] == 1.0).all(), ep["action"][:5]  # never opened
+    assert all(ep["meta"].success for ep in episodes), result
+
+
 def test_a_stalled_twin_drops_the_open_episode_and_record_goes_on(
     tmp_path: Path, a2_domain: int
 ) -> None:
