@@ -39,6 +39,7 @@ from robot_rl.app.teleop_env import (
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.types import StaleSensorError
+from robot_rl.wrappers.intervention import base_to_policy_action
 
 LABEL_BUTTON = "success"
 END_BUTTONS = ("discard", "failure", "reset")
@@ -150,7 +151,8 @@ class _Labeler:
         self.pacer = Pacer(sess.backend.env_cfg.control_dt_s / factor if paced else None)
         self.edges = ButtonEdges()
         self.twin = sess.setup.robot == "twin"
-        self.action_dim = sess.backend.env_cfg.action_dim
+        self.action_dim = sess.backend.env_cfg.action_dim  # the robot's, as teleop acts
+        self.to_env_space = base_to_policy_action(sess.env)  # through the env's wrappers
         self.kept = self.discarded = 0
         self.run_pos = self.run_neg = 0
         self.stopped_by: str | None = None
@@ -238,7 +240,7 @@ class _Labeler:
             gripper_hold = float(a[-1])
             self.pacer.wait()
             try:
-                obs, _, terminated, truncated, info = env.step(a)
+                obs, _, terminated, truncated, info = env.step(self.to_env_space(a))
             except StaleSensorError as e:
                 self.faults.fault(e)
                 end = "stale_sensor"

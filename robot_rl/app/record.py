@@ -109,6 +109,7 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
         # lenv.env_setup()'s, without the task lookup
         wr = WrapperConfig(
             flatten_state=True,
+            fixed_gripper=lenv.fixed_gripper(),
             previous_action=lenv.previous_action,
             gripper_discretize=lenv.gripper_discretize,
         )

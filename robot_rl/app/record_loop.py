@@ -17,6 +17,7 @@ from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
 from robot_rl.core.teleop_action import teleop_to_action
 from robot_rl.core.types import StaleSensorError
+from robot_rl.wrappers.intervention import base_to_policy_action
 
 SuccessFrom = Literal["buttons", "task", "both"]
 END_BUTTONS = ("discard", "failure", "success", "reset")
@@ -52,6 +53,8 @@ class Recorder:
     def __init__(self, cfg, sess, log, adapter, amap, success_from: str, view) -> None:
         self.cfg, self.sess, self.log = cfg, sess, log
         self.adapter, self.amap = adapter, amap
+        self.base_dim = sess.backend.env_cfg.action_dim  # teleop readings act in the robot's
+        self.to_env_space = base_to_policy_action(sess.env)  # ... then the env's wrappers'
         self.success_from = success_from
         self.view = view
         env_cfg = sess.backend.env_cfg
@@ -144,9 +147,9 @@ class Recorder:
             )
             if end is not None:
                 break
-            a = teleop_to_action(state, self.amap.dim, gripper_hold)
+            a = teleop_to_action(state, self.base_dim, gripper_hold)
             gripper_hold = float(a[-1])
-            a_pol = self.amap.to_policy(a)
+            a_pol = self.amap.to_policy(self.to_env_space(a))  # e.g. a held gripper dropped
             o = self.adapter.to_learner(obs)
             self.pacer.wait()
             try:

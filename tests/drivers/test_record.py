@@ -367,22 +367,41 @@ def test_record_with_the_simulated_human_mostly_succeeds(tmp_path: Path, a2_doma
     assert len(load_demos(out)) == sum(ep["meta"].length for ep in episodes)
 
 
-def test_record_keeps_the_peg_the_reset_put_in_the_hand(tmp_path: Path, a2_domain: int) -> None:
-    """peg_insert starts with the peg grasped: before the human's first gripper request the
-    recorder must keep the hand closed (holding "open" after every reset dropped the peg in the
-    first step of each episode, and no demo succeeded)."""
-    setup = lockstep_setup(tmp_path / "setup.yaml", cameras=("front",), task="peg_insert")
+@pytest.mark.parametrize("obs", ["state", "pixels"])
+def test_record_keeps_the_peg_in_the_hand(tmp_path: Path, a2_domain: int, obs: str) -> None:
+    """peg_insert starts with the peg grasped and its learner env holds the gripper closed
+    (FixedGripper): the recorder maps the human's 4-dim readings through the env's wrappers,
+    so the demos hold 3-dim actions and no reading can open the hand (before, state refused to
+    record and pixels dropped the peg in the first step of every episode: no demo succeeded)."""
+    cams = ("front",) if obs == "pixels" else ()
+    setup = lockstep_setup(tmp_path / "setup.yaml", cameras=cams, task="peg_insert")
     out = tmp_path / "peg.zarr"
     args = ["record", "--setup", str(setup), "--launch", "--out", str(out), "--episodes", "2"]
-    args += ["--obs", "pixels", "--cameras", "front", "--image-size", "64"]
+    args += ["--obs", obs] + (["--cameras", "front", "--image-size", "64"] if cams else [])
     args += ["--teleop", "sim-expert", "--realtime-factor", "0", "--json"]
     args += ["--log-dir", str(tmp_path / "logs")]
     result = json.loads(run_cli(args, a2_domain, 300)[0])
     episodes, _ = _episodes(out)
     assert len(episodes) == 2
-    for ep in episodes:
-        assert (ep["action"][:, -1] == 1.0).all(), ep["action"][:5]  # never opened
+    assert all(ep["action"].shape[1] == 3 for ep in episodes)  # [dx, dy, dz]: gripper held
     assert all(ep["meta"].success for ep in episodes), result
+
+
+def test_the_teleop_gripper_hold_keeps_the_hand_as_the_reset_left_it() -> None:
+    """Before the human's first gripper request, record and label keep the hand as the reset
+    left it: closed on peg_insert's peg (a real arm handed a tool), open on pick_cube."""
+    from robot_rl.app.build import make_env_from_setup
+    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.teleop_env import gripper_hold_after_reset
+
+    for task, want in (("peg_insert", 1.0), ("pick_cube", -1.0)):
+        env, backend = make_env_from_setup(LearnerEnvConfig(task=task).env_setup())
+        try:
+            env.reset(seed=0)
+            assert gripper_hold_after_reset(env) == want, task
+        finally:
+            env.close()
+            backend.close()
 
 
 def test_a_stalled_twin_drops_the_open_episode_and_record_goes_on(
