@@ -423,7 +423,6 @@ class SACAgent:
         for b_ref, b_live in zip(ref.buffers(), live.buffers(), strict=True):
             b_ref.copy_(b_live)
 
-    @torch.no_grad()
     def set_state_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
         """The learner gives this agent states as ``(s - mean) / std``: read the gripper as
         closed where the raw ``gripper_pos`` is above 0.5 (the toggle penalty of
@@ -431,6 +430,7 @@ class SACAgent:
         i = self.cfg.gripper_state_index
         self.gripper_closed_at = float((0.5 - np.asarray(mean)[i]) / np.asarray(std)[i])
 
+    @torch.no_grad()
     def rescale_state_inputs(self, scale: np.ndarray, shift: np.ndarray) -> None:
         """The normalised state this agent reads changes to ``x`` where it read
         ``scale * x + shift`` before (a refitted normaliser): fold that into the first layer
