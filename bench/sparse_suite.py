@@ -193,6 +193,12 @@ CONFIGS: dict[str, dict] = {
         "actor_lr": 1e-3,
         "critic_lr": 1e-3,
     },
+    # the default with the gripper dimension discretised (LearnerEnvConfig.gripper_discretize,
+    # an env setting: above 0.5 closes, below -0.5 opens, between keeps the last command), as
+    # HIL-SERL and SERL act: a policy's gripper output spread over [-1, 1] is a half-closed hand
+    # (the pixel pick_cube rehearsal went 0.28 -> 0.94 with it). Meta-World and twin tasks only
+    # (their +1 closes); on a twin task that holds the gripper train refuses it.
+    "default_discretize": {"gripper_discretize": True},
 }
 
 
@@ -250,6 +256,8 @@ def _task_reward(task: str) -> str:
 
 LOOP_KEYS = ("reward_offset", "normalize_state", "normalize_refit", "batch_size")
 """Config keys that set the training loop (TrainConfig), not the agent."""
+ENV_KEYS = ("gripper_discretize",)
+"""Config keys that set the env (LearnerEnvConfig; external tasks: a wrapper), not the agent."""
 
 
 def _sac(name: str):
@@ -261,13 +269,18 @@ def _sac(name: str):
     if name not in CONFIGS:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
     base = TRAIN_SAC if name == "default" or name.startswith("default_") else SACConfig()
-    agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS}
+    agent = {k: v for k, v in CONFIGS[name].items() if k not in LOOP_KEYS + ENV_KEYS}
     return dataclasses.replace(base, **agent)
 
 
 def _loop(name: str) -> dict:
     """The config's training-loop settings (TrainConfig / TrainCmdConfig fields)."""
     return {k: v for k, v in CONFIGS[name].items() if k in LOOP_KEYS}
+
+
+def _env_settings(name: str) -> dict:
+    """The config's env settings (LearnerEnvConfig fields)."""
+    return {k: v for k, v in CONFIGS[name].items() if k in ENV_KEYS}
 
 
 def _curve_figures(curve: list[tuple[int, float]]) -> dict:
@@ -290,7 +303,9 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
 
     base = task.partition(":")[0]
     name, human = base.split("+")[0], "sim" if base.endswith("+human") else "none"
-    env = LearnerEnvConfig(task=name, obs="state", task_reward=_task_reward(task))
+    env = LearnerEnvConfig(
+        task=name, obs="state", task_reward=_task_reward(task), **_env_settings(config)
+    )
     demos = root / "demos.zarr"
     run_collect(
         CollectConfig(env=env, out=demos, episodes=cfg.demos, seed=2_000_000 + 1000 * seed),
@@ -319,8 +334,17 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
     from robot_rl.learner.loop import Trainer
 
     spec = ext.TASKS[task]
-    env, eval_env = spec.make(seed), spec.make(seed + EVAL_ENV_SEED_OFFSET)
-    demo_env = spec.make(seed + DEMO_ENV_SEED_OFFSET)
+    make = spec.make
+    if _env_settings(config).get("gripper_discretize"):
+        if not task.startswith("metaworld"):
+            raise SystemExit(f"{config} discretises a gripper whose +1 closes: Meta-World's")
+        from robot_rl.wrappers import GripperDiscretize
+
+        def make(s: int):  # the expert's open (0.0) keeps the hand as the reset left it: open
+            return GripperDiscretize(spec.make(s))
+
+    env, eval_env = make(seed), make(seed + EVAL_ENV_SEED_OFFSET)
+    demo_env = make(seed + DEMO_ENV_SEED_OFFSET)
     demos = ext.expert_demos(spec, demo_env, cfg.demos, seed=2_000_000 + seed)
     sac = _sac(config)
     tcfg = TrainConfig(

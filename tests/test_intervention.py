@@ -254,3 +254,28 @@ def test_the_previous_action_is_the_one_that_ran_human_or_policy():
     obs, *_ = env.step(np.zeros(4, np.float32))
     np.testing.assert_array_equal(obs[keys.STATE][sl], np.zeros(4))  # the NaN never counted
     env.close()
+
+
+@pytest.mark.parametrize(("task", "closed"), [("peg_insert", True), ("pick_cube", False)])
+def test_a_takeover_on_step_0_keeps_the_hand_as_the_reset_left_it(task, closed):
+    """A takeover on an episode's first step without a gripper request, and a policy output in
+    the discretiser's dead band, keep the hand as the reset left it: peg_insert starts with the
+    peg grasped (with the gripper the policy's, ``--gripper policy``), so neither may open it and
+    drop the peg; pick_cube starts open. (Both once held "open" after every reset.)"""
+    want = 1.0 if closed else -1.0
+    move = _reading([0.0, 0.0, -0.3, 0, 0, 0])  # no gripper target
+    readings = [move, None] * 2  # per episode: step 0 the human's, step 1 the policy's
+    env, rec = _chain(task, False, ReplayTeleop(readings), InterventionConfig(hold_steps=0))
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        env.step(np.zeros(4, np.float32))  # step 0: the human's, no gripper request
+        assert env.last_step.intervened
+        assert rec.actions[-1][-1] == want
+        env.step(np.zeros(4, np.float32))  # the policy's, gripper 0.0: in the dead band
+        assert not env.last_step.intervened
+        assert rec.actions[-1][-1] == want
+    grasped = env.unwrapped.robot_state.gripper_pos
+    assert (grasped >= 0.5) is closed, grasped
+    env.close()
+    with pytest.raises(ValueError, match="initial_gripper_action"):
+        InterventionConfig(initial_gripper_action=2.0)

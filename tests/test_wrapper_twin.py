@@ -367,3 +367,27 @@ def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_
     with pytest.raises(ValueError, match="add --gripper-discretize"):
         TrainCmdConfig(run=Path("unused"), sac=hybrid)
     TrainCmdConfig(run=Path("unused"), sac=hybrid, env=lenv)
+
+
+@pytest.mark.parametrize(
+    ("task", "extra"),
+    [("pick_cube", {"gripper_discretize": True, "previous_action": True}), ("peg_insert", {})],
+)
+def test_the_pixel_ros_env_wraps_like_the_learner_env_without_the_status_reward(task, extra):
+    """record / label / train over ROS 2 build their pixel env's wrappers from the same
+    LearnerEnvConfig.wrapper_config as the direct env, except the success reward: on a real
+    arm there is no success status, so pixel rewards come from label and the classifier."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.record import env_wrappers
+
+    lenv = LearnerEnvConfig(task=task, obs="pixels", task_reward="sparse", **extra)
+    cams, wr = env_wrappers(lenv, SimpleNamespace(cameras=()))
+    direct = lenv.env_setup().wrappers
+    assert direct.success_reward and not wr.success_reward
+    assert wr == replace(direct, success_reward=False)
+    assert cams == lenv.cameras
+    free = replace(lenv, task="stack the blue cup on the red one")  # hardware: free text
+    assert env_wrappers(free, SimpleNamespace(cameras=()))[1].flatten_state

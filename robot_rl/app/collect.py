@@ -110,7 +110,6 @@ class LearnerEnvConfig:
         """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels; the
         task's object state only for state)."""
         check_task(self.task)
-        objects = TASKS[self.task].state_objects if self.obs == "state" else ()
         return EnvSetup(
             task=self.task,
             cameras=tuple(self.cameras) if self.obs == "pixels" else (),
@@ -119,14 +118,24 @@ class LearnerEnvConfig:
             control_rotation=self.control_rotation,
             action_scale_m=self.action_scale_m,
             action_delay_ms=self.action_delay_ms,
-            wrappers=WrapperConfig(
-                flatten_state=True,
-                object_state=tuple(objects),
-                fixed_gripper=self.fixed_gripper(),
-                success_reward=self.task_reward == "sparse",
-                previous_action=self.previous_action,
-                gripper_discretize=self.gripper_discretize,
-            ),
+            wrappers=self.wrapper_config(),
+        )
+
+    def wrapper_config(self, success_reward: bool | None = None) -> WrapperConfig:
+        """The wrappers that give this env its learner layout: FlattenState, the task's object
+        state (state obs only), the held gripper, the previous action, gripper discretisation,
+        and ``success_reward`` (None: on for ``task_reward == "sparse"``). With pixels the task
+        need not be a twin task."""
+        objects = TASKS[self.task].state_objects if self.obs == "state" else ()
+        if success_reward is None:
+            success_reward = self.task_reward == "sparse"
+        return WrapperConfig(
+            flatten_state=True,
+            object_state=tuple(objects),
+            fixed_gripper=self.fixed_gripper(),
+            success_reward=success_reward,
+            previous_action=self.previous_action,
+            gripper_discretize=self.gripper_discretize,
         )
 
     def to_json(self) -> dict:

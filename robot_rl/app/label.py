@@ -34,7 +34,6 @@ from robot_rl.app.teleop_env import (
     StopFlag,
     TeleopRunConfig,
     check_out,
-    gripper_hold_after_reset,
 )
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
@@ -195,7 +194,7 @@ class _Labeler:
         )
 
     def _episode(self, stop: StopFlag) -> None:
-        from robot_rl.core.teleop_action import teleop_to_action
+        from robot_rl.core.teleop_action import gripper_hold_after_reset, teleop_to_action
 
         env, teleop, store = self.sess.env, self.sess.teleop, self.store
         seed = self.cfg.seed + self._base + self._attempts

@@ -104,15 +104,9 @@ def env_wrappers(lenv: LearnerEnvConfig, setup):
     With ``--obs pixels`` the task need not be a twin task (free text on hardware).
     """
     if lenv.obs == "pixels":
-        from robot_rl.app.build import WrapperConfig
-
-        # lenv.env_setup()'s, without the task lookup
-        wr = WrapperConfig(
-            flatten_state=True,
-            fixed_gripper=lenv.fixed_gripper(),
-            previous_action=lenv.previous_action,
-            gripper_discretize=lenv.gripper_discretize,
-        )
+        # No success reward from the robot's status: on a real arm there is none, and the
+        # rewards of pixel data come from `label` and the classifier.
+        wr = lenv.wrapper_config(success_reward=False)
     else:
         wr = lenv.env_setup().wrappers
     cams = tuple(lenv.cameras) if lenv.obs == "pixels" else ()

@@ -11,11 +11,10 @@ from robot_rl.app.teleop_env import (
     Pacer,
     SensorFaults,
     StopFlag,
-    gripper_hold_after_reset,
 )
 from robot_rl.core import keys
 from robot_rl.core.clock import obs_stamp
-from robot_rl.core.teleop_action import teleop_to_action
+from robot_rl.core.teleop_action import gripper_hold_after_reset, teleop_to_action
 from robot_rl.core.types import StaleSensorError
 from robot_rl.wrappers.intervention import base_to_policy_action
 

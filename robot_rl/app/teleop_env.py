@@ -510,13 +510,3 @@ class LiveView:
             table.add_row(k, v)
         tail = Text("\n".join(self._events[-6:]), style="dim")
         return Group(table, tail, Text("Ctrl-C stops (the open episode is dropped)", style="bold"))
-
-
-def gripper_hold_after_reset(env: Any) -> float:
-    """The gripper action that keeps the hand as the reset left it, for a teleop reading
-    without a gripper request: closed (+1) where the reset closed it (peg_insert starts with
-    the peg grasped, as a real arm handed a tool would), else open (-1). Holding "open" after
-    every reset dropped the peg in the first step of each recorded episode."""
-    state = getattr(env.unwrapped, "robot_state", None)
-    closure = getattr(state, "gripper_pos", None)
-    return 1.0 if closure is not None and float(closure) >= 0.5 else -1.0

@@ -22,12 +22,29 @@ nothing else converts between the two.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from robot_rl.core.types import TeleopState
 
 INTERVENE = "intervene"
 """The TeleopState button meaning "the person has taken over"."""
+
+
+def gripper_hold_after_reset(env: Any) -> float:
+    """The base-env gripper action that keeps the hand as the reset left it: closed (+1) where
+    the reset closed it (peg_insert starts with the peg grasped, as a real arm handed a tool
+    would), else open (-1; also for an env without ``unwrapped.robot_state``).
+
+    The one rule for "no gripper request yet this episode": the recorder and the labeller (a
+    teleop reading without gripper target), :class:`robot_rl.wrappers.Intervention` (a takeover
+    without one) and :class:`robot_rl.wrappers.GripperDiscretize` (a policy output in the dead
+    band). Holding "open" after every reset dropped the peg in the first step of each recorded
+    episode."""
+    state = getattr(getattr(env, "unwrapped", env), "robot_state", None)
+    closure = getattr(state, "gripper_pos", None)
+    return 1.0 if closure is not None and float(closure) >= 0.5 else -1.0
 
 
 def _rotation(action_dim: int) -> bool:

@@ -4,7 +4,8 @@ HIL-SERL style: the policy's gripper output ``g`` (in [-1, 1]) is read as
 
 * ``g > threshold``: close (the inner env receives ``+1``),
 * ``g < -threshold``: open (``-1``),
-* otherwise: keep the previous command (``-1``, open, after reset).
+* otherwise: keep the previous command (after a reset: the hand as the reset left it, closed
+  on a task that starts with the tool grasped, else open).
 
 So the inner env only ever sees ``-1`` or ``+1`` in the gripper dimension; the other
 dimensions pass through unchanged.
@@ -25,6 +26,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from robot_rl.core.teleop_action import gripper_hold_after_reset
+
 CLOSE = 1.0
 OPEN = -1.0
 
@@ -35,21 +38,27 @@ class GripperDiscretize(gym.Wrapper):
     Args:
         env: Inner env whose last action dimension is the gripper in [-1, 1].
         threshold: Dead band half-width in (0, 1).
-        initial_command: Command kept after reset until the policy decides (``-1``: open, which
-            is how :class:`robot_rl.envs.RobotEnv` resets the gripper).
+        initial_command: Command kept after reset until the policy decides (``-1`` open,
+            ``+1`` closed; None: the hand as the reset left it, read from the base env's
+            ``robot_state``, open where there is none:
+            ``core.teleop_action.gripper_hold_after_reset``).
     """
 
-    def __init__(self, env: gym.Env, threshold: float = 0.5, initial_command: float = OPEN) -> None:
+    def __init__(
+        self, env: gym.Env, threshold: float = 0.5, initial_command: float | None = None
+    ) -> None:
         super().__init__(env)
         if not 0.0 < threshold < 1.0:
             raise ValueError(f"threshold {threshold} must be in (0, 1); 0.5 is a common choice")
-        if initial_command not in (OPEN, CLOSE):
-            raise ValueError(f"initial_command must be {OPEN} (open) or {CLOSE} (closed)")
+        if initial_command not in (OPEN, CLOSE, None):
+            raise ValueError(
+                f"initial_command must be {OPEN} (open), {CLOSE} (closed) or None (as reset)"
+            )
         if len(env.action_space.shape) != 1:
             raise ValueError(f"expected a 1-D action space, got {env.action_space.shape}")
         self.threshold = float(threshold)
-        self.initial_command = float(initial_command)
-        self._command = self.initial_command
+        self.initial_command = None if initial_command is None else float(initial_command)
+        self._command = OPEN if initial_command is None else self.initial_command
 
     @property
     def command(self) -> float:
@@ -81,8 +90,13 @@ class GripperDiscretize(gym.Wrapper):
         return a
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self._command = self.initial_command
-        return self.env.reset(seed=seed, options=options)
+        result = self.env.reset(seed=seed, options=options)
+        self._command = (
+            gripper_hold_after_reset(self.env)
+            if self.initial_command is None
+            else self.initial_command
+        )
+        return result
 
     def step(self, action: Any):
         a = self.action(action)

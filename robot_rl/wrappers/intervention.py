@@ -50,7 +50,11 @@ import numpy as np
 from robot_rl.core import keys
 from robot_rl.core.intervention import InterventionStats, InterventionStep, StepObserver
 from robot_rl.core.protocols import Teleop
-from robot_rl.core.teleop_action import is_taking_over, teleop_to_action
+from robot_rl.core.teleop_action import (
+    gripper_hold_after_reset,
+    is_taking_over,
+    teleop_to_action,
+)
 from robot_rl.core.types import TeleopState
 
 SUCCESS = "success"
@@ -70,16 +74,20 @@ class InterventionConfig:
     human_labels: bool = False
     """``success`` / ``failure`` buttons end the episode (on a robot without a reward model);
     off in the twin, where the task decides."""
-    initial_gripper_action: float = -1.0
+    initial_gripper_action: float | None = None
     """Base-env gripper action held by a takeover without gripper request before the first
-    executed command of an episode (-1: open, as :class:`robot_rl.envs.RobotEnv` resets)."""
+    executed command of an episode (None: the hand as the reset left it, closed on a task that
+    starts with the tool grasped, else open; ``core.teleop_action.gripper_hold_after_reset``)."""
 
     def __post_init__(self) -> None:
         if self.hold_steps < 0:
             raise ValueError(f"hold_steps must be >= 0 (0: no hold window), got {self.hold_steps}")
         if not 0.0 <= self.deadzone < 1.0:
             raise ValueError(f"deadzone {self.deadzone} must be in [0, 1)")
-        if not -1.0 <= self.initial_gripper_action <= 1.0:
+        if (
+            self.initial_gripper_action is not None
+            and not -1.0 <= self.initial_gripper_action <= 1.0
+        ):
             raise ValueError(
                 f"initial_gripper_action {self.initial_gripper_action} must be in [-1, 1]"
             )
@@ -151,7 +159,8 @@ class Intervention(gym.Wrapper):
     def _new_episode_state(self) -> None:
         self._hold_left = 0
         self._prev_intervened = False
-        self._gripper_hold = self.cfg.initial_gripper_action
+        initial = self.cfg.initial_gripper_action
+        self._gripper_hold = -1.0 if initial is None else initial  # reset() reads the hand
         self._last: InterventionStep | None = None
         self._stats = InterventionStats()
 
@@ -177,6 +186,8 @@ class Intervention(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._new_episode_state()
         obs, info = self.env.reset(seed=seed, options=options)
+        if self.cfg.initial_gripper_action is None:
+            self._gripper_hold = gripper_hold_after_reset(self.env)
         if self._observer is not None:
             self._observer.observe_reset(obs, info, seed)
         return obs, info

@@ -392,7 +392,7 @@ def test_the_teleop_gripper_hold_keeps_the_hand_as_the_reset_left_it() -> None:
     left it: closed on peg_insert's peg (a real arm handed a tool), open on pick_cube."""
     from robot_rl.app.build import make_env_from_setup
     from robot_rl.app.collect import LearnerEnvConfig
-    from robot_rl.app.teleop_env import gripper_hold_after_reset
+    from robot_rl.core.teleop_action import gripper_hold_after_reset
 
     for task, want in (("peg_insert", 1.0), ("pick_cube", -1.0)):
         env, backend = make_env_from_setup(LearnerEnvConfig(task=task).env_setup())
