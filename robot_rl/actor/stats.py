@@ -25,6 +25,10 @@ class ActorStats:
     overrun_thread_cpu_s: float = 0.0
     """CPU time of the acting thread in the same spans, summed, seconds (see the module
     docstring: far below ``overrun_work_s`` means the overruns were waits)."""
+    overrun_cpu_wait_s: float | None = 0.0
+    """Of ``overrun_work_s``: the acting thread ready to run but without a CPU (Linux's run
+    delay). What is neither this nor ``overrun_thread_cpu_s`` it was blocked: the GIL held by
+    another thread of the actor, a lock, IO. None where the kernel does not report it."""
     overrun_push_s: float = 0.0
     """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
     log, queueing them for the learner; embedded: the update)."""
@@ -89,10 +93,11 @@ def record_tick(
     work_s: float,
     cpu_s: float,
     push_s: float,
+    cpu_wait_s: float | None = None,
 ) -> None:
-    """Count one tick of ``work_s`` actor work (``cpu_s`` of it on the acting thread; of it
-    ``push_s`` pushing); over ``budget_s`` it is
-    an overrun, logged at warning level."""
+    """Count one tick of ``work_s`` actor work (``cpu_s`` of it on the acting thread,
+    ``cpu_wait_s`` waiting for a CPU (None: not reported); of it ``push_s`` pushing); over
+    ``budget_s`` it is an overrun, logged at warning level."""
     st.ticks += 1
     st.mean_tick_work_s += (work_s - st.mean_tick_work_s) / st.ticks
     st.max_tick_work_s = max(st.max_tick_work_s, work_s)
@@ -101,8 +106,13 @@ def record_tick(
         st.overrun_work_s += work_s
         st.overrun_thread_cpu_s += cpu_s
         st.overrun_push_s += push_s
+        if cpu_wait_s is None or st.overrun_cpu_wait_s is None:
+            st.overrun_cpu_wait_s = None
+        else:
+            st.overrun_cpu_wait_s += cpu_wait_s
+        waited = "not reported" if cpu_wait_s is None else f"{cpu_wait_s:.3f} s"
         log.warning(
-            "tick overrun: %.3f s of actor work (%.3f s on its CPU, %.3f s pushing; budget "
-            "%.3f s) at env step %d",
-            work_s, cpu_s, push_s, budget_s, st.env_steps,
+            "tick overrun: %.3f s of actor work (%.3f s on its CPU, %s waiting for one, "
+            "%.3f s pushing; budget %.3f s) at env step %d",
+            work_s, cpu_s, waited, push_s, budget_s, st.env_steps,
         )  # fmt: skip

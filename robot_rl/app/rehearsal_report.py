@@ -250,6 +250,7 @@ def write_report(
         actor_overrun_work_s=actor.get("overrun_work_s"),
         actor_overrun_thread_cpu_s=actor.get("overrun_thread_cpu_s"),
         actor_overrun_push_s=actor.get("overrun_push_s"),
+        actor_overrun_cpu_wait_s=actor.get("overrun_cpu_wait_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
         actor_mean_action_age_s=actor.get("mean_action_age_s"),
@@ -334,6 +335,12 @@ def _cpu_share(f: dict[str, Any]) -> str:
     push = f.get("actor_overrun_push_s")
     if push is not None:  # actors since the flush left the tick
         said += f", pushed {push / work:.0%}"
+    wait = f.get("actor_overrun_cpu_wait_s")
+    if wait is not None:  # actors since the run delay was read
+        blocked = max(0.0, work - cpu - wait)
+        said += (
+            f", waited for a CPU {wait / work:.0%}, blocked (GIL, lock, IO) {blocked / work:.0%}"
+        )
     return said
 
 

@@ -89,3 +89,20 @@ def thread_scheduling() -> dict[str, int]:
         key = names.get(policy, str(policy)) + (f" {prio}" if prio else "")
         out[key] = out.get(key, 0) + 1
     return out
+
+
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")
+
+
+def run_delay_s() -> float | None:
+    """Seconds the calling thread has spent ready to run but waiting for a CPU, since it
+    started (Linux schedstat's ``run_delay``); None where the kernel does not report it.
+
+    Of a span's wall time, what the thread neither ran (``time.thread_time``) nor waited for a
+    CPU (this) it was blocked: on a lock (Python's GIL held by another thread), IO, a page
+    fault. So an actor tick's overrun tells the two fixes apart: a CPU wait is load beside it
+    (real-time priority, fewer threads), a block is its own process's threads. ~15 us a read."""
+    try:
+        return int(_SCHEDSTAT.read_bytes().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None

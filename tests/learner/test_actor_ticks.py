@@ -67,6 +67,39 @@ def test_an_overrun_says_whether_the_actor_waited_or_computed(tmp_path, extra) -
     else:
         # A sleep holds no CPU; the rest of a PointEnv tick is a few ms of Python at most.
         assert cpu_per_tick < EXTRA_S / 2, cpu_per_tick
+        # ... and is not a wait for a CPU either: it shows as blocked (a lock, the GIL, IO)
+        blocked = st.overrun_work_s - st.overrun_thread_cpu_s - st.overrun_cpu_wait_s
+        assert blocked / st.tick_overruns >= EXTRA_S * 0.9, st
+
+
+def test_an_overrun_says_when_the_actor_waited_for_a_cpu(tmp_path) -> None:
+    """The acting thread and a busy process pinned to the same CPU: the policy's CPU-bound
+    extra takes its CPU time plus the time the other process ran, and that wait is counted as
+    one for a CPU (Linux's run delay), not as blocked."""
+    import os
+    import subprocess
+    import sys
+
+    from robot_rl.core.realtime import run_delay_s
+
+    if run_delay_s() is None:
+        pytest.skip("this kernel does not report schedstat run delays")
+    cpu = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {cpu})
+        os.sched_setaffinity(0, {cpu})  # this thread only (Linux: the calling thread)
+        st = _actor_stats(tmp_path, _compute)
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+    assert st.tick_overruns == 10
+    # Fair sharing of one CPU with one busy process: ~EXTRA_S of waiting per EXTRA_S of spin
+    assert st.overrun_cpu_wait_s / st.tick_overruns >= EXTRA_S / 4, st
+    accounted = st.overrun_thread_cpu_s + st.overrun_cpu_wait_s
+    assert accounted <= st.overrun_work_s * 1.01 + 0.005, st
 
 
 def test_the_action_age_counts_the_policys_time(tmp_path) -> None:
