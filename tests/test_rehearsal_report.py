@@ -9,6 +9,7 @@ import json
 import pytest
 
 from robot_rl.app.rehearsal_report import (
+    _missed,
     figures,
     ros_eval_figures,
     target_met,
@@ -80,9 +81,16 @@ def _scores(path, starts_and_success, seeds=None):
 def test_the_ros_evaluation_is_scored_by_the_twin_inside_its_window(tmp_path):
     # Two training episodes before the window, then three evaluation episodes.
     _scores(tmp_path / "scores.jsonl", [(1, True), (2, True), (10, True), (11, False), (12, True)])
-    per = [{"success": True}, {"success": True}, {"success": False}]  # the classifier's verdicts
+    per = [  # the classifier's verdicts, and its highest success probability in each episode
+        {"success": True, "max_success_prob": 0.9},
+        {"success": True, "max_success_prob": 0.8},
+        {"success": False, "max_success_prob": 0.42},
+    ]
     result = {"per_episode": per, "success_rate": 2 / 3, "sensor_faults": 0}
     f = ros_eval_figures(tmp_path, result, {"wall_start": 9.5, "wall_end": 13.0})
+    assert f["final_eval_ros_missed_max_success_prob"] == [0.42]  # the one it missed
+    assert "1 never reached the threshold (highest probability 0.42-0.42)" in _missed(f, 0.6)
+    assert "0 never reached" in _missed(f, 0.4)  # above it: held back by the gates
     assert f["final_eval_ros_episodes"] == 3
     assert f["final_eval_ros_success"] == pytest.approx(2 / 3)  # the twin: yes, no, yes
     assert f["final_eval_ros_classifier_false_positives"] == 1  # episode 1
@@ -108,3 +116,39 @@ def test_an_episode_a_stale_sensor_ended_is_joined_once_its_retry_is_scored(tmp_
     assert f["final_eval_ros_success"] == pytest.approx(1.0)  # yes, yes (the retry), yes
     assert f["final_eval_ros_classifier_false_negatives"] == 1  # the third episode
     assert f["final_eval_ros_classifier_false_positives"] == 0
+
+
+def test_the_evaluation_keeps_each_episodes_highest_classifier_probability():
+    """``robot-rl eval`` with a learned reward: each episode's highest success probability
+    (NaN, a late label, skipped), so the report can tell a miss under the threshold from one
+    the gates held back; None without a learned reward."""
+    import gymnasium as gym
+    import numpy as np
+
+    from robot_rl.core import keys
+    from robot_rl.run.evaluate import evaluate
+
+    class Probs(gym.Env):
+        observation_space = gym.spaces.Dict({"state": gym.spaces.Box(-1, 1, (1,))})
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,))
+
+        def __init__(self, probs):
+            self.probs = probs
+
+        def reset(self, *, seed=None, options=None):
+            self.t = 0
+            return {"state": np.zeros(1, np.float32)}, {}
+
+        def step(self, action):
+            p, self.t = self.probs[self.t], self.t + 1
+            info = {} if p is None else {keys.INFO_REWARD: {"success_prob": p}}
+            return {"state": np.zeros(1, np.float32)}, 0.0, False, self.t == 3, info
+
+    class Zero:
+        def act(self, obs, deterministic=True):
+            return np.zeros(1, np.float32)
+
+    res = evaluate(Probs([0.2, float("nan"), 0.55]), Zero(), lambda o: o, 2, seed=0)
+    assert [e.max_success_prob for e in res.episodes] == [0.55, 0.55]
+    res = evaluate(Probs([None, None, None]), Zero(), lambda o: o, 1, seed=0)
+    assert res.episodes[0].max_success_prob is None

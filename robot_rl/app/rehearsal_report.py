@@ -141,6 +141,7 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
         "final_eval_ros_classifier_success": None,
         "final_eval_ros_classifier_false_positives": None,
         "final_eval_ros_classifier_false_negatives": None,
+        "final_eval_ros_missed_max_success_prob": None,
         "final_eval_ros_sensor_faults": None,
         "final_eval_ros_mean_action_age_s": None,
         "final_eval_ros_max_action_age_s": None,
@@ -171,6 +172,12 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
             final_eval_ros_success=float(np.mean(twin)),
             final_eval_ros_classifier_false_positives=sum(m and not t for m, t in pairs),
             final_eval_ros_classifier_false_negatives=sum(t and not m for m, t in pairs),
+            # why the classifier missed them: its highest probability in each (threshold?)
+            final_eval_ros_missed_max_success_prob=sorted(
+                e["max_success_prob"]
+                for e, (m, t) in zip(per, pairs, strict=True)
+                if t and not m and e.get("max_success_prob") is not None
+            ),
         )
     return fig
 
@@ -344,6 +351,20 @@ def _cpu_share(f: dict[str, Any]) -> str:
     return said
 
 
+def _missed(f: dict[str, Any], threshold: float | None) -> str:
+    """Why the final evaluation's missed successes were missed: the classifier's highest
+    probability in each against its threshold."""
+    probs = f.get("final_eval_ros_missed_max_success_prob")
+    if not probs or threshold is None:
+        return ""
+    below = sum(p < threshold for p in probs)
+    return (
+        f"; of the final evaluation's {len(probs)} missed successes, {below} never reached the "
+        f"threshold (highest probability {min(probs):.2f}-{max(probs):.2f}), {len(probs) - below}"
+        " did and were held back by its gates or k-of-n"
+    )
+
+
 def _verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("met" if met else "not met")
 
@@ -381,7 +402,8 @@ def summary(report: dict[str, Any]) -> str:
         f"(threshold {_fmt(c['threshold'], '.3f')}); held-out successes confirmed "
         f"{c.get('successes_confirmed')}, missed {c.get('successes_missed')}, false "
         f"{c.get('false_successes')}; online false positives "
-        f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}.",
+        f"{f['classifier_false_positives']}, false negatives {f['classifier_false_negatives']}"
+        f"{_missed(f, c.get('threshold'))}.",
         f"- Actor tick overruns {f['actor_tick_overruns']} (worst tick "
         f"{_fmt(f['actor_max_tick_work_s'], '.3f')} s; {_cpu_share(f)}); observation age mean "
         f"{_fmt(f['actor_mean_obs_age_s'], '.3f')} s, max {_fmt(f['actor_max_obs_age_s'], '.3f')}"

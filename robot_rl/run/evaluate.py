@@ -8,6 +8,7 @@ env reported ``info["is_success"]`` at any step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -67,6 +68,11 @@ class EvalEpisode:
     """Mean age of the observation each action answered when it was sent
     (``info["action_age_s"]``; None: the env does not report it)."""
     max_action_age_s: float | None = None
+    max_success_prob: float | None = None
+    """The learned reward's highest success probability in the episode
+    (``info["reward"]["success_prob"]``; None: no learned reward). For an episode that
+    succeeded but was never confirmed: above the detector's threshold, its gates or k-of-n
+    held it back; below, the classifier did not see it."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,7 @@ def evaluate(
         obs, info = env.reset(seed=seed + i)
         ret, length, success = 0.0, 0, False
         ages: list[float] = []
+        probs: list[float] = []
         if on_step is not None:
             on_step(i, 0, ret, success)
         while True:
@@ -151,10 +158,14 @@ def evaluate(
             success = success or bool(info.get(keys.INFO_SUCCESS, False))
             if (age := info.get(keys.INFO_ACTION_AGE)) is not None:
                 ages.append(float(age))
+            prob = (info.get(keys.INFO_REWARD) or {}).get("success_prob")
+            if prob is not None and math.isfinite(prob):  # NaN: the step's label came late
+                probs.append(float(prob))
             if on_step is not None:
                 on_step(i, length, ret, success)
             if terminated or truncated:
                 break
         age_fig = (float(np.mean(ages)), float(np.max(ages))) if ages else (None, None)
-        out.append(EvalEpisode(seed + i, ret, length, success, *age_fig))
+        top = max(probs) if probs else None
+        out.append(EvalEpisode(seed + i, ret, length, success, *age_fig, top))
     return EvalResult(tuple(out))
