@@ -53,15 +53,17 @@ span is measured too (``time.thread_time``): an overrun with little CPU time was
 beside the actor rather than a faster policy (``overrun_work_s`` and ``overrun_thread_cpu_s``
 total both over the overruns). Of the wait, the time the thread was ready but had no CPU (Linux
 schedstat's run delay, ``core.realtime.run_delay_s``) is ``overrun_cpu_wait_s``; the rest it was
-blocked (the GIL, a lock, IO). The env's own fixed-rate clock (RobotEnv in real time) counts its
-overruns separately. Two things are kept out of the ticks: the log's flush runs in a worker
-thread, started when due just before ``env.step`` waits for the robot and never waited for: the
-next steps are appended meanwhile, and a flush still running when the next is due is left to
-finish (a flush of 10 steps of two 128x128 cameras took ~80-180 ms of wall time on a loaded
-2-core machine, nearly all of it in zarr's threads: every 10th step overran the 100 ms budget;
-joined after ``env.step`` it still made half the overrun time). And the work of a step that ends
-its episode (the episode's end written and flushed, the counters saved): no action waits for it,
-a reset comes next.
+blocked (the GIL, a lock, IO), and of that ``overrun_gc_s`` is Python's garbage collector in any
+thread (a full collection holds the GIL throughout: the actor freezes the objects of its setup,
+``gc.freeze``, so that collections scan only what it made since). The env's own fixed-rate clock
+(RobotEnv in real time) counts its overruns separately. Two things are kept out of the ticks:
+the log's flush runs in a worker thread, started when due just before ``env.step`` waits for the
+robot and never waited for: the next steps are appended meanwhile, and a flush still running
+when the next is due is left to finish (a flush of 10 steps of two 128x128 cameras took ~80-180
+ms of wall time on a loaded 2-core machine, nearly all of it in zarr's threads: every 10th step
+overran the 100 ms budget; joined after ``env.step`` it still made half the overrun time). And
+the work of a step that ends its episode (the episode's end written and flushed, the counters
+saved): no action waits for it, a reset comes next.
 
 The actor's directory (embedded: the run directory)::
 
@@ -90,7 +92,7 @@ from robot_rl.core import keys
 from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
-from robot_rl.core.realtime import run_delay_s
+from robot_rl.core.realtime import gc_seconds, run_delay_s
 from robot_rl.core.types import StaleSensorError
 from robot_rl.replay import EpisodeLog, ObsAdapter
 from robot_rl.run.evaluate import ActionMap
@@ -104,9 +106,22 @@ ACTOR_JSON = "actor.json"
 WEIGHTS_FILE = "weights.safetensors"
 
 
-def _delta(now: float | None, then: float | None) -> float | None:
-    """A run-delay difference, None where the kernel does not report it."""
-    return None if now is None or then is None else now - then
+def _clocks() -> tuple[float, float, float | None, float]:
+    """(wall, the acting thread's CPU, its wait for a CPU (None: not reported), garbage
+    collection of any thread), seconds, for a tick's accounting."""
+    return time.monotonic(), time.thread_time(), run_delay_s(), gc_seconds()
+
+
+def _span(start: tuple, end: tuple) -> tuple:
+    """``end - start`` per clock (None stays None)."""
+    return tuple(None if a is None or b is None else b - a for a, b in zip(start, end, strict=True))
+
+
+def _minus(a: tuple, *bs: tuple) -> tuple:
+    out = list(a)
+    for b in bs:
+        out = [None if x is None or y is None else x - y for x, y in zip(out, b, strict=True)]
+    return tuple(out)
 
 
 LOG_FLUSH = {"flush_every_steps": 3, "flush_interval_s": 1.0}
@@ -401,22 +416,21 @@ class Actor:
     def _step(self, obs: Any) -> tuple[Any, bool]:
         """One env step, queued for the log (and the learner); returns (next obs, done)."""
         st, cfg = self.stats, self.cfg
-        t0, c0, r0 = time.monotonic(), time.thread_time(), run_delay_s()
+        s0 = _clocks()
         o = self.adapter.to_learner(obs)
         if st.env_steps < cfg.random_steps:
             a = self.random_rng.uniform(-1.0, 1.0, self.amap.dim).astype(np.float32)
         else:
             a = np.asarray(self.policy.act(o), dtype=np.float32)
         version = self.policy.version
-        t_env, c_env, r_env = time.monotonic(), time.thread_time(), run_delay_s()
-        act_s = t_env - t0
+        s_env = _clocks()
+        act_s = s_env[0] - s0[0]
         if self.log.flush_due():  # written in a worker while the env waits (module doc)
             self.log.flush_in_background()
         try:
             obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         finally:
-            env_s, env_cpu_s = time.monotonic() - t_env, time.thread_time() - c_env
-            env_wait_s = _delta(run_delay_s(), r_env)
+            in_env = _span(s_env, _clocks())
         if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
             # raised) logs no empty episode
             begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
@@ -444,26 +458,18 @@ class Actor:
         self._act.add(act_s)
         st.mean_act_s = self._act.mean
         done = bool(terminated or truncated)
-        end_s = end_cpu_s = end_wait_s = 0.0
+        in_end = (0.0, 0.0, 0.0, 0.0)
         if done:  # no action waits for the episode's end (a reset comes next): not tick work
-            t_end, c_end, r_end = time.monotonic(), time.thread_time(), run_delay_s()
+            s_end = _clocks()
             self._end_episode({})
-            end_s, end_cpu_s = time.monotonic() - t_end, time.thread_time() - c_end
-            end_wait_s = _delta(run_delay_s(), r_end)
+            in_end = _span(s_end, _clocks())
         if self.late_rewards is not None:
             self.held.label(self.late_rewards.poll())
         t_push = time.monotonic()
         self.link.after_step(done)
         push_s = time.monotonic() - t_push
-        wait_s = _delta(run_delay_s(), r0)
-        record_tick(
-            st,
-            cfg.tick_budget_s,
-            time.monotonic() - t0 - env_s - end_s,
-            time.thread_time() - c0 - env_cpu_s - end_cpu_s,
-            push_s,
-            None if None in (wait_s, env_wait_s, end_wait_s) else wait_s - env_wait_s - end_wait_s,
-        )
+        work_s, cpu_s, cpu_wait_s, gc_s = _minus(_span(s0, _clocks()), in_env, in_end)
+        record_tick(st, cfg.tick_budget_s, work_s, cpu_s, push_s, cpu_wait_s, gc_s)
         if self.pace is not None:
             self.pace.tick()
             st.late_ticks = self.pace.overruns

@@ -34,3 +34,16 @@ def set_realtime_priority(priority: int) -> list[int]:
             f"({e}; its rtprio limit is {rt.rtprio_limit()}): {rt.HOW_TO_ALLOW}, or leave "
             "--realtime-priority at 0 (normal scheduling)"
         ) from e
+
+
+def freeze_setup_objects() -> None:
+    """Move every object the process holds now (its setup: modules, the policy, the env, the
+    ROS 2 nodes) out of the garbage collector's reach (``gc.freeze``), so that a full
+    collection scans only what acting made since. A full collection holds the GIL throughout
+    (~0.1 s per 200k objects on this machine), so every thread of the actor waits for it: the
+    one overrun of a 30-minute pixel rehearsal was 0.3 s with the acting thread blocked, not
+    on a CPU and not waiting for one. Call it once, after the setup and before acting."""
+    import gc
+
+    gc.collect()  # what the setup left as garbage goes now, not frozen forever
+    gc.freeze()

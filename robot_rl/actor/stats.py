@@ -29,6 +29,9 @@ class ActorStats:
     """Of ``overrun_work_s``: the acting thread ready to run but without a CPU (Linux's run
     delay). What is neither this nor ``overrun_thread_cpu_s`` it was blocked: the GIL held by
     another thread of the actor, a lock, IO. None where the kernel does not report it."""
+    overrun_gc_s: float = 0.0
+    """Of ``overrun_work_s``: Python's garbage collector running, in any thread of the actor
+    (it holds the GIL throughout, so the acting thread is blocked or collecting itself)."""
     overrun_push_s: float = 0.0
     """Of ``overrun_work_s``: handing the logged steps to the link (reading them back from the
     log, queueing them for the learner; embedded: the update)."""
@@ -94,10 +97,11 @@ def record_tick(
     cpu_s: float,
     push_s: float,
     cpu_wait_s: float | None = None,
+    gc_s: float = 0.0,
 ) -> None:
     """Count one tick of ``work_s`` actor work (``cpu_s`` of it on the acting thread,
-    ``cpu_wait_s`` waiting for a CPU (None: not reported); of it ``push_s`` pushing); over
-    ``budget_s`` it is an overrun, logged at warning level."""
+    ``cpu_wait_s`` waiting for a CPU (None: not reported), ``gc_s`` in a garbage collection; of
+    it ``push_s`` pushing); over ``budget_s`` it is an overrun, logged at warning level."""
     st.ticks += 1
     st.mean_tick_work_s += (work_s - st.mean_tick_work_s) / st.ticks
     st.max_tick_work_s = max(st.max_tick_work_s, work_s)
@@ -110,9 +114,10 @@ def record_tick(
             st.overrun_cpu_wait_s = None
         else:
             st.overrun_cpu_wait_s += cpu_wait_s
+        st.overrun_gc_s += gc_s
         waited = "not reported" if cpu_wait_s is None else f"{cpu_wait_s:.3f} s"
         log.warning(
             "tick overrun: %.3f s of actor work (%.3f s on its CPU, %s waiting for one, "
-            "%.3f s pushing; budget %.3f s) at env step %d",
-            work_s, cpu_s, waited, push_s, budget_s, st.env_steps,
+            "%.3f s collecting garbage, %.3f s pushing; budget %.3f s) at env step %d",
+            work_s, cpu_s, waited, gc_s, push_s, budget_s, st.env_steps,
         )  # fmt: skip

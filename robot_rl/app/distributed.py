@@ -39,7 +39,7 @@ from typing import Annotated, Any
 import tyro
 
 from policies.config import SACConfig
-from robot_rl.actor.realtime import check_priority, set_realtime_priority
+from robot_rl.actor.realtime import check_priority, freeze_setup_objects, set_realtime_priority
 from robot_rl.app.collect import LearnerEnvConfig
 from robot_rl.app.run_settings import ActorEnvFlags, run_settings_json
 from robot_rl.app.train_config import (
@@ -534,6 +534,7 @@ def run_actor(cmd: ActorCmdConfig) -> dict:
             traps=RewardTrapCheck(sac.gamma, float(got.policy.get("reward_offset", 0.0))),
         )
         _stop_on_signal(actor)
+        freeze_setup_objects()  # full garbage collections then scan only what acting makes
         stats = actor.run()
         if client.fatal_error is not None:
             raise ValueError(f"the learner refused this actor: {client.fatal_error}")

@@ -258,6 +258,7 @@ def write_report(
         actor_overrun_thread_cpu_s=actor.get("overrun_thread_cpu_s"),
         actor_overrun_push_s=actor.get("overrun_push_s"),
         actor_overrun_cpu_wait_s=actor.get("overrun_cpu_wait_s"),
+        actor_overrun_gc_s=actor.get("overrun_gc_s"),
         actor_mean_obs_age_s=actor.get("mean_obs_age_s"),
         actor_max_obs_age_s=actor.get("max_obs_age_s"),
         actor_mean_action_age_s=actor.get("mean_action_age_s"),
@@ -348,6 +349,9 @@ def _cpu_share(f: dict[str, Any]) -> str:
         said += (
             f", waited for a CPU {wait / work:.0%}, blocked (GIL, lock, IO) {blocked / work:.0%}"
         )
+    gc_s = f.get("actor_overrun_gc_s")
+    if gc_s is not None:  # actors since garbage collections were timed
+        said += f", collected garbage (any thread) {gc_s / work:.0%}"
     return said
 
 

@@ -183,3 +183,34 @@ def test_the_actor_never_waits_for_its_logs_flush(tmp_path, monkeypatch) -> None
     assert st.env_steps == seen["steps"] == 30 and seen["across_steps"] >= 3, seen
     with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as log:
         assert sum(e.length for e in log.episodes) == 30  # nothing lost on the way
+
+
+def test_an_overrun_counts_the_garbage_collections_in_it(tmp_path) -> None:
+    """A full garbage collection holds the GIL throughout: the tick accounting counts the time
+    collections ran in it (here the policy's own collection over ~300k objects), and the
+    distributed actor freezes its setup's objects before acting so that collections scan
+    less."""
+    import gc
+
+    from robot_rl.actor.realtime import freeze_setup_objects
+
+    graph = [[i] for i in range(300_000)]  # tracked containers a full collection must scan
+    collected: list[float] = []
+
+    def collect() -> None:
+        t = time.monotonic()
+        gc.collect()
+        collected.append(time.monotonic() - t)
+        time.sleep(EXTRA_S)  # and overrun the budget in any case
+
+    st = _actor_stats(tmp_path, collect)
+    assert st.tick_overruns == 10 and len(collected) == 10
+    assert st.overrun_gc_s >= 0.9 * sum(collected), (st.overrun_gc_s, sum(collected))
+    assert st.overrun_gc_s <= st.overrun_work_s
+    del graph
+    before = gc.get_freeze_count()
+    freeze_setup_objects()
+    try:
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()  # the test process goes on collecting as before
