@@ -112,12 +112,8 @@ def _clocks() -> tuple[float, float, float | None, float]:
     return time.monotonic(), time.thread_time(), run_delay_s(), gc_seconds()
 
 
-def _span(start: tuple, end: tuple) -> tuple:
-    """``end - start`` per clock (None stays None)."""
-    return tuple(None if a is None or b is None else b - a for a, b in zip(start, end, strict=True))
-
-
 def _minus(a: tuple, *bs: tuple) -> tuple:
+    """``a - b - ...`` per clock (None stays None): ``_minus(_clocks(), start)`` is a span."""
     out = list(a)
     for b in bs:
         out = [None if x is None or y is None else x - y for x, y in zip(out, b, strict=True)]
@@ -430,7 +426,7 @@ class Actor:
         try:
             obs, reward, terminated, truncated, info = self.env.step(self.amap.to_env(a))
         finally:
-            in_env = _span(s_env, _clocks())
+            in_env = _minus(_clocks(), s_env)
         if self._ep_len == 0:  # begin lazily: a run stopped after a reset (or a step that
             # raised) logs no empty episode
             begin = {"source": SOURCE_ONLINE, "version": version, "seed": self._ep_seed}
@@ -462,13 +458,13 @@ class Actor:
         if done:  # no action waits for the episode's end (a reset comes next): not tick work
             s_end = _clocks()
             self._end_episode({})
-            in_end = _span(s_end, _clocks())
+            in_end = _minus(_clocks(), s_end)
         if self.late_rewards is not None:
             self.held.label(self.late_rewards.poll())
         t_push = time.monotonic()
         self.link.after_step(done)
         push_s = time.monotonic() - t_push
-        work_s, cpu_s, cpu_wait_s, gc_s = _minus(_span(s0, _clocks()), in_env, in_end)
+        work_s, cpu_s, cpu_wait_s, gc_s = _minus(_clocks(), s0, in_env, in_end)
         record_tick(st, cfg.tick_budget_s, work_s, cpu_s, push_s, cpu_wait_s, gc_s)
         if self.pace is not None:
             self.pace.tick()
