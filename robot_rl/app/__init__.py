@@ -10,7 +10,8 @@ config, returning a JSON-able dict):
 - :mod:`robot_rl.app.train`: embedded training, direct or over ROS 2 (``train``), with
   :mod:`~robot_rl.app.train_ros` (the env side over a setup) and
   :mod:`~robot_rl.app.run_settings` (what a run stores and resumes with).
-- :mod:`robot_rl.app.distributed`: the learner and actor processes (``learner``, ``actor``).
+- :mod:`robot_rl.app.distributed`: the learner process (``learner``);
+  :mod:`robot_rl.app.actor_cmd`: the actor process (``actor``).
 - :mod:`robot_rl.app.evaluate` (``eval``) and :mod:`robot_rl.app.rollout` (``rollout``), with
   :mod:`~robot_rl.app.video` for episode videos.
 - :mod:`robot_rl.app.record` and :mod:`robot_rl.app.label`: teleoperation over ROS 2 into

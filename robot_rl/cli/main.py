@@ -21,7 +21,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.app import collect, distributed, rollout, train
+    from robot_rl.app import actor_cmd, collect, distributed, rollout, train
     from robot_rl.app import envs as envs_cmd
     from robot_rl.app import evaluate as eval_cmd
     from robot_rl.app import label as label_cmd
@@ -37,7 +37,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
             "collect": collect.CollectConfig,
             "train": train.TrainCmdConfig,
             "learner": distributed.LearnerCmdConfig,
-            "actor": distributed.ActorCmdConfig,
+            "actor": actor_cmd.ActorCmdConfig,
             "eval": eval_cmd.EvalCmdConfig,
             "up": UpConfig,
             "record": record_cmd.RecordConfig,
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(cfg: Any) -> int:
     """Run the parsed subcommand ``cfg``; return the exit code."""
-    from robot_rl.app import collect, distributed, rollout, train
+    from robot_rl.app import actor_cmd, collect, distributed, rollout, train
     from robot_rl.app import dataset as dataset_cmd
     from robot_rl.app import envs as envs_cmd
     from robot_rl.app import evaluate as eval_cmd
@@ -124,7 +124,7 @@ def _run(cfg: Any) -> int:
         (collect.CollectConfig, collect.run_collect, reports.print_collect),
         (train.TrainCmdConfig, train.run_train, reports.print_train),
         (distributed.LearnerCmdConfig, distributed.run_learner, reports.print_learner),
-        (distributed.ActorCmdConfig, distributed.run_actor, reports.print_actor),
+        (actor_cmd.ActorCmdConfig, actor_cmd.run_actor, reports.print_actor),
         (eval_cmd.EvalCmdConfig, eval_cmd.run_eval, reports.print_eval),
         (dataset_cmd.DatasetInfoConfig, dataset_cmd.run_info, dr.print_dataset_info),
         (

@@ -255,7 +255,7 @@ def test_train_flags_wire_the_human_and_the_mode(tmp_path):
         TrainCmdConfig(run=tmp_path / "r", human_patience_steps=0)
     # the distributed actor takes the same --human-* flags, and over ROS 2 they reach the
     # simulated human's node
-    from robot_rl.app.distributed import ActorCmdConfig
+    from robot_rl.app.actor_cmd import ActorCmdConfig
     from robot_rl.app.train_ros import human_node_args
 
     actor = tyro.cli(ActorCmdConfig, args=["--run", str(tmp_path / "a"), "--human", "sim",
