@@ -7,6 +7,7 @@ target). Symmetric demo/online sampling lives in the replay mixer, not in the ag
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -98,10 +99,14 @@ class SACConfig:
     """Target = min over a random subset of this many target critics (REDQ; RLPD: 2)."""
     critic_layer_norm: bool = True
     """LayerNorm after each critic hidden layer (RLPD)."""
-    critic_arch: Literal["mlp", "residual"] = "mlp"
+    critic_arch: Literal["auto", "mlp", "residual"] = "mlp"
     """mlp: ``hidden_dims`` layers (RLPD); residual: SimBa's residual critic (BRO's is alike),
     ``hidden_dims[0]`` wide with ``critic_blocks`` pre-LayerNorm residual blocks, each
-    ``critic_expand`` times wider inside (SimBa: 2 blocks, 4x, 512 wide)."""
+    ``critic_expand`` times wider inside (SimBa: 2 blocks, 4x, 512 wide); auto: residual where
+    the agent runs on an accelerator (CUDA, MPS), mlp on the CPU (where the residual critic
+    costs ~6x per state update) and with ``crossq``. The agent resolves it once, from its
+    device (:meth:`on_device`); a run stores the resolved value, so that its weights load on
+    any device."""
     critic_blocks: int = 2
     """Residual critic: number of blocks."""
     critic_expand: int = 4
@@ -267,8 +272,10 @@ class SACConfig:
             )
         if self.critic_loss not in ("mse", "hl_gauss"):
             raise ValueError("critic_loss must be 'mse' or 'hl_gauss'")
-        if self.critic_arch not in ("mlp", "residual"):
-            raise ValueError(f"critic_arch must be 'mlp' or 'residual', got {self.critic_arch!r}")
+        if self.critic_arch not in ("auto", "mlp", "residual"):
+            raise ValueError(
+                f"critic_arch must be 'auto', 'mlp' or 'residual', got {self.critic_arch!r}"
+            )
         if self.critic_blocks < 1 or self.critic_expand < 1:
             raise ValueError("critic_blocks and critic_expand must be >= 1")
         if self.critic_block_precision not in ("auto", "float32", "bfloat16"):
@@ -278,7 +285,7 @@ class SACConfig:
             )
         if self.critic_hidden_dims is not None and not self.critic_hidden_dims:
             raise ValueError("critic_hidden_dims needs at least one layer (None: hidden_dims)")
-        if self.crossq and self.critic_arch != "mlp":
+        if self.crossq and self.critic_arch == "residual":
             raise ValueError("crossq batch-renormalises the mlp critic: use critic_arch 'mlp'")
         if not 0.0 < self.crossq_momentum <= 1.0 or self.crossq_warmup < 0:
             raise ValueError("crossq_momentum must be in (0, 1] and crossq_warmup >= 0")
@@ -303,6 +310,16 @@ class SACConfig:
                 f"churn_value and churn_policy must be >= 0 (0 turns them off), got "
                 f"{self.churn_value} and {self.churn_policy}"
             )
+
+    def on_device(self, device: str) -> SACConfig:
+        """This config with ``critic_arch="auto"`` resolved for an agent on ``device`` ("cpu",
+        "cuda", "cuda:1", "mps"): residual on an accelerator, mlp on the CPU or with crossq.
+        Other values are returned as they are."""
+        if self.critic_arch != "auto":
+            return self
+        kind = device.split(":", 1)[0]
+        arch = "mlp" if kind == "cpu" or self.crossq else "residual"
+        return dataclasses.replace(self, critic_arch=arch)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ class SACAgent:
         device: str = "cpu",
         frame_features: FrameFeatures | None = None,
     ) -> None:
+        cfg = cfg.on_device(str(device))  # critic_arch "auto" -> the device's
         if cfg.hybrid_gripper and (action_dim < 2 or layout.state_dim == 0):
             raise ValueError("hybrid_gripper needs action_dim >= 2 and a state vector")
         self.layout, self.action_dim, self.cfg = layout, action_dim, cfg

@@ -36,8 +36,9 @@ from robot_rl.app.train_config import TrainCmdConfig
 
 
 def sac_config(cmd: TrainCmdConfig) -> SACConfig:
-    """The agent's SACConfig: ``cmd.sac`` with --utd and the encoder choice applied."""
-    sac = cmd.sac
+    """The agent's SACConfig: ``cmd.sac`` with --utd and the encoder choice applied, and
+    ``critic_arch="auto"`` resolved for ``cmd.device`` (the run stores the resolved value)."""
+    sac = cmd.sac.on_device(cmd.device)
     if cmd.utd is not None:
         sac = dataclasses.replace(sac, utd=cmd.utd)
     if cmd.env.obs == "pixels":

@@ -40,6 +40,7 @@ TRAIN_SAC = SACConfig(
     bc_q_filter=True,
     bc_normalize=True,
     gamma=0.98,
+    critic_arch="auto",
 )
 """The agent of `robot-rl train` and `robot-rl learner` (``SACConfig``'s own defaults are plain
 SAC's), chosen in stage 9 on bench/sparse_suite.py (README, "Learning from the sparse success
@@ -63,14 +64,15 @@ reward"):
 - 2 critics: with BC, a 10-critic ensemble (RLPD / HIL-SERL) reached 90% on peg_insert ~2k
   steps sooner but costs ~2.5-3.6x per update on a CPU, which a 2-core robot learner cannot
   pay at 10 Hz (``--sac.num-critics 10`` on a GPU learner);
-- the MLP critic, not SimBa's residual one: SimBa (2 blocks, 4x) was better on Meta-World
-  pick-place with fresh layouts on 3 of 3 seeds (best 0.97-1.0, final 0.83-0.97, where this
-  agent has 0.8-0.9 and 0.6-0.83) and on push, and no better on the twin targets (pick_cube
-  90% at 4k, 8k, 4k against 6k, 8k, 4k; peg_insert + human 6k, 6k, 4k against 6k, 4k, 6k), but
-  a cached-feature pixel update costs ~2.4x (7.8 vs 19 per second on a core) and a state
-  update ~6.4x: below 10 Hz on the 2-core robot learner
-  (``--sac.critic-arch residual --sac.critic-blocks 2 --sac.critic-expand 4`` where the learner
-  has the compute)."""
+- SimBa's residual critic (2 blocks, 4x) on an accelerator, the MLP critic on the CPU
+  (``critic_arch="auto"``, resolved from ``--device``; the run stores which). SimBa was better
+  on Meta-World pick-place with fresh layouts on 3 of 3 seeds (best 0.97-1.0, final 0.83-0.97,
+  where the MLP critic has 0.8-0.9 and 0.6-0.83: it mends most of the MLP's fall after success)
+  and on push, and as good on the twin targets (pick_cube 90% at 4k, 8k, 4k against 6k, 8k,
+  4k; peg_insert + human 6k, 6k, 4k against 6k, 4k, 6k); but on a CPU a cached-feature pixel
+  update costs ~2.4x (7.8 vs 19 per second on a core) and a state update ~6.4x, below the 10
+  updates/s a 10 Hz robot needs on the 2-core robot learner. ``--sac.critic-arch mlp`` or
+  ``residual`` chooses one everywhere."""
 
 
 @dataclass(frozen=True, kw_only=True)

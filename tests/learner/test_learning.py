@@ -128,6 +128,8 @@ def test_state_reach_learns_from_the_sparse_success_reward(tmp_path):
     assert res["best_eval"]["success_rate"] == max(e["success_rate"] for e in evals)
     assert res["reward_warnings"] == []
     assert (tmp_path / "run" / "learning_curve.png").exists()
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())["cli"]["sac"]
+    assert sac.critic_arch == "auto" and stored["critic_arch"] == "mlp"  # resolved on the CPU
 
 
 @pytest.mark.parametrize("refit", [False, True], ids=["fit-once", "refit"])

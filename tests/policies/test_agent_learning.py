@@ -105,6 +105,27 @@ def test_the_residual_critic_learns_the_bandit_and_selects_members():
         SACConfig(critic_arch="transformer")
 
 
+def test_the_auto_critic_is_simba_on_an_accelerator_and_the_mlp_on_the_cpu():
+    """critic_arch="auto" (robot-rl train's default) resolves from the agent's device: the
+    residual critic on CUDA / MPS, the MLP on the CPU and with crossq; an agent on the CPU
+    builds (and reports in its config) the MLP; explicit values stay as they are."""
+    from policies.config import SACConfig
+
+    auto = SACConfig(critic_arch="auto")
+    assert auto.on_device("cuda").critic_arch == "residual"
+    assert auto.on_device("cuda:1").critic_arch == "residual"
+    assert auto.on_device("mps").critic_arch == "residual"
+    assert auto.on_device("cpu").critic_arch == "mlp"
+    assert SACConfig(critic_arch="auto", crossq=True).on_device("cuda").critic_arch == "mlp"
+    for arch in ("mlp", "residual"):
+        assert SACConfig(critic_arch=arch).on_device("cuda").critic_arch == arch
+        assert SACConfig(critic_arch=arch).on_device("cpu").critic_arch == arch
+    with pytest.raises(ValueError, match="crossq"):
+        SACConfig(critic_arch="residual", crossq=True)
+    agent = SACAgent(state_layout(2), 2, small_sac(critic_arch="auto"), seed=0, device="cpu")
+    assert agent.cfg.critic_arch == "mlp" and agent.critic.arch == "mlp"
+
+
 def test_crossq_learns_the_bandit_without_a_target_network(tmp_path):
     """crossq=True: no target network anywhere (modules, checkpoints); the bandit is solved;
     the running statistics moved once per critic update and survive a save/load."""
