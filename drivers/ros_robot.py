@@ -36,7 +36,7 @@ from std_msgs.msg import Float64, Float64MultiArray
 
 from drivers.ros import convert, qos
 from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
-from robot_rl.core import kinematics as kin
+from robot_rl.core.arm import FR3, ArmDescription
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import SafetyConfig, SafetyLayer
 from robot_rl.core.types import (
@@ -68,6 +68,8 @@ class RosRobotConfig:
         connect_timeout_s: How long :meth:`RosRobot.connect` waits for the bridge's command
             subscriptions and ``reset`` service.
         name: Robot model name reported in the spec.
+        arm: The arm's description: joint count and names (``robot_state`` is refused unless
+            it carries this many joints), limits and home for the spec.
     """
 
     namespace: str = "arm"
@@ -79,6 +81,7 @@ class RosRobotConfig:
     ack_timeout_s: float | None = None
     connect_timeout_s: float = 10.0
     name: str = "fr3-ros"
+    arm: ArmDescription = FR3
 
     def __post_init__(self) -> None:
         if self.max_state_age_s <= 0:
@@ -110,13 +113,7 @@ class RosRobot:
         self._own_session = session is None
         self.session = session or RosSession(config.namespace)
         self._safety = SafetyLayer(config.safety)
-        self._spec = RobotSpec(
-            name=config.name,
-            num_joints=7,
-            joint_low_rad=tuple(kin.FR3_JOINT_LOW_RAD),
-            joint_high_rad=tuple(kin.FR3_JOINT_HIGH_RAD),
-            home_joint_pos_rad=tuple(float(q) for q in kin.FR3_HOME_RAD),
-        )
+        self._spec = RobotSpec.from_arm(config.arm, name=config.name)
         self._slot: Latest | None = None
         self._subs: list = []
         self._pub_target = None
@@ -139,8 +136,12 @@ class RosRobot:
         if self._pub_target is not None:
             return
         s = self.session
+        n_joints = self.config.arm.num_joints
         slot, sub = s.subscribe(
-            STATE_TOPIC, Float64MultiArray, qos.SENSOR, convert.array_msg_to_robot_state
+            STATE_TOPIC,
+            Float64MultiArray,
+            qos.SENSOR,
+            lambda msg: convert.array_msg_to_robot_state(msg, num_joints=n_joints),
         )
         self._slot = slot
         self._subs.append(sub)

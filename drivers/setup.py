@@ -15,6 +15,7 @@ expected::
     name: sim                      # free text, shown by `up`
     namespace: arm                 # ROS 2 namespace of the arm (no slashes)
     robot: twin                    # twin (task/status + sim/step exist) or hardware
+    arm: fr3                       # optional: a built-in arm kind, or a description (below)
     task: pick_cube                # task name (the twin's task; free text on hardware)
     clock: realtime                # realtime | lockstep (lockstep needs robot: twin)
     control_hz: 10.0               # env control rate
@@ -41,6 +42,26 @@ expected::
 
 ``${namespace}``, ``${task}``, ``${clock}`` and ``${control_hz}`` in ``args`` and
 ``parameters`` are replaced by the top-level values (one source of truth).
+
+``arm`` (default ``fr3``) is a built-in kind (:data:`robot_rl.core.arm.BUILTIN_ARMS`) or a
+mapping of :class:`robot_rl.core.arm.ArmDescription` fields; with ``kind: <built-in>`` the
+mapping overrides that built-in's fields, without it the mapping is a whole description::
+
+    arm:
+      kind: fr3
+      home_q_rad: [0.0, -0.6, 0.0, -2.2, 0.0, 1.6, 0.785]
+
+    arm:
+      name: my_arm
+      joint_names: [j1, j2, j3, j4, j5, j6]
+      joint_low_rad: [...]            # one value per joint, rad
+      joint_high_rad: [...]
+      joint_vel_max_rad_s: [...]
+      home_q_rad: [...]
+      kinematics: my_arm.urdf         # relative to this file
+      tool_frame: tool0
+      gripper: parallel               # parallel | jaw | none
+      backend: ros2_joint
 """
 
 from __future__ import annotations
@@ -57,6 +78,7 @@ import yaml
 
 from drivers.ros_hw_task import check_reset_pose
 from drivers.setup_schema import SetupError, Where, is_number, read_yaml
+from robot_rl.core.arm import BUILTIN_ARMS, FR3, ArmDescription, builtin_arm
 from robot_rl.core.safety import SafetyConfig
 
 __all__ = [
@@ -202,6 +224,8 @@ class Setup:
             the robot's state only. Only the simulated human (``sim.human_node``) and the twin's
             own episode scoring (``sim.ros_node --score-log``) still see the truth. Always False
             on hardware.
+        arm: The arm's description (joint names and count, limits, home, tool frame, gripper,
+            backend; ``kinematics`` resolved against the setup file's folder).
     """
 
     name: str
@@ -220,6 +244,7 @@ class Setup:
     reset_pose: tuple[float, ...] | None = None
     reset_jitter_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
     privileged: bool = True
+    arm: ArmDescription = FR3
 
     def camera_crops(self, cameras: Sequence[str] | None = None) -> dict[str, list[int] | None]:
         """Camera -> its crop box ``[top, left, height, width]`` (None: the whole frame), for
@@ -277,6 +302,7 @@ TOP_KEYS = (
     "reset_pose",
     "reset_jitter_m",
     "privileged",
+    "arm",
 )
 CAMERA_KEYS = ("name", "height", "width", "crop")
 NODE_KEYS = ("name", "module", "args", "parameters", "env", "restart", "required", "terminal")
@@ -328,6 +354,7 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     privileged = where.get(top, "privileged", bool, "", default=robot == "twin")
     if privileged and robot != "twin":
         where.fail("privileged", "a real robot has no sim truth: use false (or leave it out)")
+    arm = _parse_arm(where, top, source)
     raw_nodes = where.get(top, "nodes", list, "")
     if not raw_nodes:
         where.fail("nodes", "list at least one node")
@@ -356,6 +383,7 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
         reset_pose=reset_pose,
         reset_jitter_m=reset_jitter_m,
         privileged=privileged,
+        arm=arm,
     )
 
 
@@ -390,6 +418,60 @@ def _parse_camera(where: Where, raw: Any, key: str) -> CameraSpec:
             )
         crop = (top, left, ch, cw)
     return CameraSpec(name=name, height=h, width=w, crop=crop)
+
+
+_ARM_TUPLES = ("joint_low_rad", "joint_high_rad", "joint_vel_max_rad_s", "home_q_rad")
+_ARM_STRINGS = ("name", "tool_frame", "base_frame", "kinematics", "gripper", "backend")
+
+
+def _parse_arm(where: Where, top: Mapping, source: str) -> ArmDescription:
+    """``arm:``: a built-in kind, or a mapping (``kind:`` + overrides, or a whole description)."""
+    if "arm" not in top:
+        return FR3
+    value = where.get(top, "arm", (str, dict), "")
+    if isinstance(value, str):
+        try:
+            return builtin_arm(value)
+        except ValueError as e:
+            where.fail("arm", str(e))
+    allowed = ("kind", "joint_names", *_ARM_TUPLES, *_ARM_STRINGS)
+    where.no_unknown(value, allowed, "arm")
+    fields_: dict[str, Any] = {}
+    for key in _ARM_STRINGS:
+        if key in value:
+            fields_[key] = where.get(value, key, str, "arm")
+    if "joint_names" in value:
+        names = where.get(value, "joint_names", list, "arm")
+        for i, n in enumerate(names):
+            if not isinstance(n, str) or not n:
+                where.expected(f"arm.joint_names[{i}]", "a joint name", n)
+        fields_["joint_names"] = tuple(names)
+    for key in _ARM_TUPLES:
+        if key in value:
+            raw = where.get(value, key, list, "arm")
+            fields_[key] = where.numbers(raw, f"arm.{key}", len(raw), "(one per joint, rad)")
+    if fields_.get("kinematics"):
+        path = Path(fields_["kinematics"])
+        if not path.is_absolute() and source != "<setup>":
+            path = Path(source).parent / path
+        if not path.is_file():
+            where.fail("arm.kinematics", f"file {path} does not exist (relative to the setup file)")
+        fields_["kinematics"] = str(path)
+    kind = where.get(value, "kind", str, "arm", default=None)
+    missing = [k for k in ("name", "joint_names", *_ARM_TUPLES) if k not in fields_]
+    if kind is None and missing:
+        where.fail(
+            "arm",
+            f"a new arm needs {missing} (or `kind: <built-in>` to start from one of "
+            f"{sorted(BUILTIN_ARMS)})",
+        )
+    try:
+        if kind is not None:
+            return builtin_arm(kind).with_overrides(**fields_)
+        return ArmDescription(**fields_)
+    except ValueError as e:
+        named = [k for k in allowed if k != "name" and k in str(e)]
+        where.fail(f"arm.{named[0]}" if named else "arm", str(e))
 
 
 def _parse_safety(where: Where, top: Mapping) -> SafetyConfig | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.core import kinematics as kin
+from robot_rl.core.arm import FR3
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import CommandWatchdog, SafetyConfig, SafetyLayer
 from robot_rl.core.types import ArmCommand, RobotState, SafetyReport, UnsafeCommandError
@@ -43,13 +43,7 @@ class SimRobot:
         self._due: tuple[float, ArmCommand] | None = None  # (sim time, command) not yet applied
         self.safety = SafetyLayer(safety)
         self.watchdog = CommandWatchdog(safety.watchdog_timeout_s)
-        self._spec = RobotSpec(
-            name="fr3-twin",
-            num_joints=7,
-            joint_low_rad=tuple(kin.FR3_JOINT_LOW_RAD),
-            joint_high_rad=tuple(kin.FR3_JOINT_HIGH_RAD),
-            home_joint_pos_rad=tuple(float(q) for q in kin.FR3_HOME_RAD),
-        )
+        self._spec = RobotSpec.from_arm(FR3, name="fr3-twin")
         self._connected = False
         self.watchdog_holds = 0
         """How many times the watchdog made the arm hold (diagnostics)."""

@@ -76,6 +76,7 @@ from drivers.arm_bridge.params import (
 )
 from drivers.ros import convert, qos
 from drivers.ros.intake import DEFAULT_MAX_RATE_HZ, CommandIntake
+from robot_rl.core.arm import FR3, ArmDescription
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.types import RobotState, UnsafeCommandError
 
@@ -105,6 +106,8 @@ class BridgeInterface:
         on_gripper: Called (under ``lock``) after a gripper command was accepted.
         max_command_hz: Budget of the command intake: messages per second over
             ``target_pose`` and ``gripper/command`` together (:mod:`drivers.ros.intake`).
+        arm: The arm behind the backend: ``joint_states`` carries its joint names,
+            ``robot_state`` its joint count, and ``status["arm"]`` its kind and joint names.
     """
 
     def __init__(
@@ -119,8 +122,10 @@ class BridgeInterface:
         on_target: Callable[[], None] | None = None,
         on_gripper: Callable[[], None] | None = None,
         max_command_hz: float = DEFAULT_MAX_RATE_HZ,
+        arm: ArmDescription = FR3,
     ) -> None:
         self.node = node
+        self.arm = arm
         self.bridge = bridge
         self.lock = lock
         self.now_fn = now_fn
@@ -147,6 +152,7 @@ class BridgeInterface:
         self._state_pub = node.create_publisher(Float64MultiArray, "robot_state", qos.SENSOR)
         self._status_pub = node.create_publisher(String, "status", qos.STATUS)
         self._safety = safety_to_dict(bridge.config.safety)
+        self._arm = {"name": arm.name, "joint_names": list(arm.joint_names)}
         # Commands on their own node and thread (see drivers.ros.intake): a flood on these
         # topics must never delay estop / hold / step / the watchdog / state publishing.
         self.intake = CommandIntake(node, max_command_hz)
@@ -166,13 +172,14 @@ class BridgeInterface:
 
     def publish_state(self, state: RobotState) -> None:
         """Publish the five state topics and ``robot_state``, stamped with ``state.stamp_s``."""
-        for pub, msg in zip(self._pubs.values(), convert.robot_state_to_msgs(state), strict=True):
+        msgs = convert.robot_state_to_msgs(state, self.arm.joint_names)
+        for pub, msg in zip(self._pubs.values(), msgs, strict=True):
             pub.publish(msg)
         self._state_pub.publish(convert.robot_state_to_array_msg(state))
 
     def publish_status(self) -> None:
         """Publish the bridge status JSON (with the safety limits in force)."""
-        status = {**self.bridge.status(), "safety": self._safety}
+        status = {**self.bridge.status(), "safety": self._safety, "arm": self._arm}
         self._status_pub.publish(String(data=json.dumps(status)))
 
     # -- commands ---------------------------------------------------------------------------

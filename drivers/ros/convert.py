@@ -15,6 +15,7 @@ Stamps carry the reading's time base unchanged (sim time for the twin, monotonic
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -22,13 +23,15 @@ from geometry_msgs.msg import Pose, PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, Header, MultiArrayDimension
 
+from robot_rl.core.arm import FR3
 from robot_rl.core.types import RobotState
 
 BASE_FRAME = "base"
 """``header.frame_id`` of poses, twists and wrenches (robot base frame)."""
 
-ARM_JOINT_NAMES = tuple(f"joint{i}" for i in range(1, 8))
-"""Names in ``joint_states`` (7 arm joints)."""
+ARM_JOINT_NAMES = FR3.joint_names
+"""Default names in ``joint_states``: the FR3's ``joint1..joint7``. Every function that reads or
+writes ``joint_states`` takes the arm's own names (``ArmDescription.joint_names``)."""
 
 GRIPPER_JOINT_NAME = "gripper"
 """The one joint in ``gripper/state`` (position = closure 0..1)."""
@@ -262,13 +265,23 @@ def msg_to_joint_state(
 
 
 def robot_state_to_msgs(
-    state: RobotState,
+    state: RobotState, joint_names: tuple[str, ...] = ARM_JOINT_NAMES
 ) -> tuple[JointState, PoseStamped, TwistStamped, WrenchStamped, JointState]:
     """:class:`RobotState` -> (``joint_states``, ``ee_pose``, ``ee_twist``, ``ee_wrench``,
-    ``gripper/state``), all stamped with ``state.stamp_s``."""
+    ``gripper/state``), all stamped with ``state.stamp_s``; ``joint_states`` names the arm's
+    joints ``joint_names`` (one per value of ``state.joint_pos``).
+
+    Raises:
+        ValueError: ``joint_names`` and the state's joints differ in number.
+    """
     s = state.stamp_s
+    if len(joint_names) != np.size(state.joint_pos):
+        raise ValueError(
+            f"{len(joint_names)} joint names {list(joint_names)} for a state with "
+            f"{np.size(state.joint_pos)} joint positions"
+        )
     return (
-        joint_state_to_msg(ARM_JOINT_NAMES, state.joint_pos, state.joint_vel, s),
+        joint_state_to_msg(joint_names, state.joint_pos, state.joint_vel, s),
         pose_stamped_to_msg(state.tcp_pose, s),
         twist_stamped_to_msg(state.tcp_vel, s),
         wrench_stamped_to_msg(state.tcp_wrench, s),
@@ -282,8 +295,10 @@ def msgs_to_robot_state(
     ee_twist: TwistStamped,
     ee_wrench: WrenchStamped,
     gripper: JointState,
+    joint_names: tuple[str, ...] = ARM_JOINT_NAMES,
 ) -> RobotState:
-    """The five state messages -> :class:`RobotState`, stamped with ``ee_pose``'s stamp.
+    """The five state messages -> :class:`RobotState`, stamped with ``ee_pose``'s stamp; the
+    joints ``joint_names`` are read from ``joint_states`` in that order.
 
     Does not check that the stamps agree (the env side decides its synchronisation policy);
     use :func:`stamps_of` for that.
@@ -291,7 +306,7 @@ def msgs_to_robot_state(
     Raises:
         ValueError: Any message is malformed.
     """
-    q, dq, _ = msg_to_joint_state(joints, ARM_JOINT_NAMES)
+    q, dq, _ = msg_to_joint_state(joints, joint_names)
     pose, stamp_s = msg_to_pose_stamped(ee_pose)
     twist, _ = msg_to_twist(ee_twist)
     wrench, _ = msg_to_wrench(ee_wrench)
@@ -307,59 +322,96 @@ def msgs_to_robot_state(
     )
 
 
-ROBOT_STATE_LAYOUT = (
-    "stamp_s,tcp_pose[7],tcp_vel[6],tcp_wrench[6],gripper_pos,joint_pos[7],joint_vel[7]"
+def robot_state_layout(num_joints: int) -> str:
+    """Label of the one dimension of the ``robot_state`` message (``std_msgs/Float64MultiArray``)
+    for an arm of ``num_joints`` joints: the order of its ``21 + 2 num_joints`` values."""
+    n = int(num_joints)
+    return f"stamp_s,tcp_pose[7],tcp_vel[6],tcp_wrench[6],gripper_pos,joint_pos[{n}],joint_vel[{n}]"
+
+
+def robot_state_size(num_joints: int) -> int:
+    """Number of values in the ``robot_state`` message of an arm of ``num_joints`` joints."""
+    return 21 + 2 * int(num_joints)
+
+
+ROBOT_STATE_LAYOUT = robot_state_layout(7)
+"""The label for a 7-joint arm (the FR3; the only label before arms were data)."""
+ROBOT_STATE_SIZE = robot_state_size(7)
+
+_LAYOUT_RE = re.compile(
+    r"stamp_s,tcp_pose\[7\],tcp_vel\[6\],tcp_wrench\[6\],gripper_pos,"
+    r"joint_pos\[([1-9][0-9]?)\],joint_vel\[\1\]"
 )
-"""Label of the one dimension of the ``robot_state`` message (``std_msgs/Float64MultiArray``):
-the order of its 35 values. A receiver refuses any other label."""
-ROBOT_STATE_SIZE = 35
 
 
 def robot_state_to_array_msg(state: RobotState) -> Float64MultiArray:
     """:class:`RobotState` -> the ``robot_state`` message: the five state topics' values in one
-    message (:data:`ROBOT_STATE_LAYOUT`), so that a subscriber that wants the whole state runs
-    one callback per state instead of five. The stamp is the one the header of the other state
-    topics decodes to (nanosecond-rounded), so the two agree exactly.
+    message (:func:`robot_state_layout` of the state's joint count), so that a subscriber that
+    wants the whole state runs one callback per state instead of five. The stamp is the one the
+    header of the other state topics decodes to (nanosecond-rounded), so the two agree exactly.
 
     Raises:
-        ValueError: NaN/inf anywhere, or a negative stamp.
+        ValueError: NaN/inf anywhere, a negative stamp, or joint positions and velocities of
+            different lengths.
     """
+    n_j = int(np.size(state.joint_pos))
+    if np.size(state.joint_vel) != n_j or n_j < 1:
+        raise ValueError(
+            f"robot state has {n_j} joint positions and {np.size(state.joint_vel)} velocities"
+        )
     stamp = msg_to_time(time_to_msg(state.stamp_s))
-    data = np.empty(ROBOT_STATE_SIZE)
+    n = robot_state_size(n_j)
+    data = np.empty(n)
     data[0] = stamp
     data[1:8] = state.tcp_pose
     data[8:14] = state.tcp_vel
     data[14:20] = state.tcp_wrench
     data[20] = state.gripper_pos
-    data[21:28] = state.joint_pos
-    data[28:35] = state.joint_vel
+    data[21 : 21 + n_j] = state.joint_pos
+    data[21 + n_j :] = state.joint_vel
     _finite(data, "robot state")
     msg = Float64MultiArray()
-    n = ROBOT_STATE_SIZE
-    msg.layout.dim = [MultiArrayDimension(label=ROBOT_STATE_LAYOUT, size=n, stride=n)]
+    msg.layout.dim = [MultiArrayDimension(label=robot_state_layout(n_j), size=n, stride=n)]
     msg.data = data.tolist()
     return msg
 
 
 def array_msg_to_robot_state(
-    msg: Float64MultiArray, unit_tol: float = UNIT_QUAT_TOL
+    msg: Float64MultiArray, unit_tol: float = UNIT_QUAT_TOL, num_joints: int | None = None
 ) -> tuple[RobotState, float]:
     """The ``robot_state`` message -> (:class:`RobotState`, stamp). The gripper is clipped to
     [0, 1] and the quaternion renormalised, as from the separate topics.
 
+    Args:
+        msg: The message.
+        unit_tol: Largest accepted ``| |q| - 1 |`` of the TCP quaternion.
+        num_joints: The arm's joint count the receiver expects (None: any, from the label).
+
     Raises:
-        ValueError: Another layout (a bridge of another version), the wrong number of values,
-            NaN/inf, a negative stamp, or a non-unit quaternion.
+        ValueError: Another layout (a bridge of another version), another joint count than
+            ``num_joints`` (the bridge serves another arm than the setup describes), the wrong
+            number of values, NaN/inf, a negative stamp, or a non-unit quaternion.
     """
     labels = [d.label for d in msg.layout.dim]
-    if labels != [ROBOT_STATE_LAYOUT]:
+    match = _LAYOUT_RE.fullmatch(labels[0]) if len(labels) == 1 else None
+    if match is None:
         raise ValueError(
-            f"robot_state layout {labels} is not [{ROBOT_STATE_LAYOUT!r}]: the bridge speaks "
-            "another version of the contract; run the bridge and the env from one robot_rl"
+            f"robot_state layout {labels} is not [{robot_state_layout(num_joints or 7)!r}]: the "
+            "bridge speaks another version of the contract; run the bridge and the env from one "
+            "robot_rl"
+        )
+    n_j = int(match.group(1))
+    if num_joints is not None and n_j != num_joints:
+        raise ValueError(
+            f"robot_state carries {n_j} arm joints but this env's arm description has "
+            f"{num_joints}: the bridge drives another arm than the setup's `arm:` describes; "
+            "name the arm the bridge serves (its status JSON says which)"
         )
     data = _finite(np.asarray(msg.data, dtype=np.float64), "robot state")
-    if data.shape != (ROBOT_STATE_SIZE,):
-        raise ValueError(f"robot_state has {data.size} values; {ROBOT_STATE_LAYOUT} are 35")
+    if data.shape != (robot_state_size(n_j),):
+        raise ValueError(
+            f"robot_state has {data.size} values; {labels[0]} are {robot_state_size(n_j)}"
+        )
     stamp = float(data[0])
     if stamp < 0:
         raise ValueError(f"robot_state stamp {stamp} s must be >= 0")
@@ -373,8 +425,8 @@ def array_msg_to_robot_state(
         tcp_vel=data[8:14].copy(),
         tcp_wrench=data[14:20].copy(),
         gripper_pos=float(np.clip(data[20], 0.0, 1.0)),
-        joint_pos=data[21:28].copy(),
-        joint_vel=data[28:35].copy(),
+        joint_pos=data[21 : 21 + n_j].copy(),
+        joint_vel=data[21 + n_j :].copy(),
     )
     return state, stamp
 

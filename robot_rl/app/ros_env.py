@@ -284,6 +284,7 @@ def _build(
             safety=safety,
             ack_timeout_s=2.0 if setup.clock == "lockstep" else None,
             connect_timeout_s=connect_timeout_s,
+            arm=setup.arm,
         ),
         clock.now_s,
         session,

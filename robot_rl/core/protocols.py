@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from robot_rl.core.arm import ArmDescription
 from robot_rl.core.specs import ArraySpec
 from robot_rl.core.types import (
     ArmCommand,
@@ -37,6 +38,7 @@ class RobotSpec:
         joint_low_rad: (num_joints,) lower joint limits.
         joint_high_rad: (num_joints,) upper joint limits.
         home_joint_pos_rad: (num_joints,) home configuration.
+        joint_names: (num_joints,) joint names in chain order (as in ``joint_states``).
     """
 
     name: str
@@ -44,6 +46,25 @@ class RobotSpec:
     joint_low_rad: tuple[float, ...]
     joint_high_rad: tuple[float, ...]
     home_joint_pos_rad: tuple[float, ...]
+    joint_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for f in ("joint_low_rad", "joint_high_rad", "home_joint_pos_rad", "joint_names"):
+            n = len(getattr(self, f))
+            if n != self.num_joints and not (f == "joint_names" and n == 0):
+                raise ValueError(f"RobotSpec.{f} has {n} values for {self.num_joints} joints")
+
+    @classmethod
+    def from_arm(cls, arm: ArmDescription, name: str | None = None) -> RobotSpec:
+        """The spec of an arm description (``name`` defaults to the arm kind)."""
+        return cls(
+            name=name or arm.name,
+            num_joints=arm.num_joints,
+            joint_low_rad=arm.joint_low_rad,
+            joint_high_rad=arm.joint_high_rad,
+            home_joint_pos_rad=arm.home_q_rad,
+            joint_names=arm.joint_names,
+        )
 
 
 @runtime_checkable

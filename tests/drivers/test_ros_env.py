@@ -149,6 +149,51 @@ def test_robot_state_message_round_trips_and_refuses_what_is_malformed() -> None
             convert.array_msg_to_robot_state(broken(edit))
 
 
+def test_robot_state_message_is_sized_and_labelled_from_the_arm() -> None:
+    """An N-joint arm's ``robot_state`` has ``21 + 2 N`` values labelled with N; a receiver that
+    expects another joint count refuses it, naming the mismatch; a 7-joint message written as
+    before arms were data (the literal 35-value label) still decodes; ``joint_states`` carries
+    the arm's own names."""
+    pytest.importorskip("rclpy")
+    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+    from drivers.ros import convert
+    from robot_rl.core.safety import DOWN_QUAT
+    from robot_rl.core.types import RobotState
+
+    pose = np.array([0.4, 0.0, 0.3, *DOWN_QUAT])
+    state = RobotState(2.5, pose, np.zeros(6), np.zeros(6), 0.5, np.arange(6.0), -np.arange(6.0))
+    msg = convert.robot_state_to_array_msg(state)
+    assert msg.layout.dim[0].label.endswith("joint_pos[6],joint_vel[6]")
+    assert len(msg.data) == msg.layout.dim[0].size == 33
+    got, _ = convert.array_msg_to_robot_state(msg, num_joints=6)
+    np.testing.assert_array_equal(got.joint_pos, np.arange(6.0))
+    np.testing.assert_array_equal(got.joint_vel, -np.arange(6.0))
+    assert convert.array_msg_to_robot_state(msg)[0].joint_pos.shape == (6,)  # any N
+    with pytest.raises(ValueError, match="carries 6 arm joints but this env's arm .* has 7"):
+        convert.array_msg_to_robot_state(msg, num_joints=7)
+    msg.data = list(msg.data)[:-1]
+    with pytest.raises(ValueError, match="32 values; .* are 33"):
+        convert.array_msg_to_robot_state(msg)
+
+    old = Float64MultiArray()  # the 7-joint message exactly as the contract wrote it before
+    label = "stamp_s,tcp_pose[7],tcp_vel[6],tcp_wrench[6],gripper_pos,joint_pos[7],joint_vel[7]"
+    old.layout.dim = [MultiArrayDimension(label=label, size=35, stride=35)]
+    old.data = [1.0, *pose, *[0.0] * 12, 0.25, *range(7), *[0.5] * 7]
+    got, stamp = convert.array_msg_to_robot_state(old, num_joints=7)
+    assert stamp == 1.0 and got.joint_pos.tolist() == list(range(7)) and got.gripper_pos == 0.25
+
+    names = tuple(f"ur_{i}" for i in range(6))
+    parts = convert.robot_state_to_msgs(state, names)
+    assert list(parts[0].name) == list(names)
+    back = convert.msgs_to_robot_state(*parts, joint_names=names)
+    np.testing.assert_array_equal(back.joint_pos, state.joint_pos)
+    with pytest.raises(ValueError, match="expected names"):
+        convert.msgs_to_robot_state(*parts)  # the FR3's names are not in it
+    with pytest.raises(ValueError, match="7 joint names"):
+        convert.robot_state_to_msgs(state)
+
+
 def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_factory) -> None:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Float64, Float64MultiArray
@@ -156,7 +201,7 @@ def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_facto
     from drivers.ros import convert, qos
     from drivers.ros_robot import RosRobot, RosRobotConfig
     from robot_rl.core.safety import DOWN_QUAT, SafetyConfig
-    from robot_rl.core.types import UnsafeCommandError
+    from robot_rl.core.types import RobotState, UnsafeCommandError
 
     arm = ros_client_factory(a2_domain)  # plays the bridge: state out, commands in
     arm.subscribe(PoseStamped, "/arm/target_pose", qos.COMMAND)
@@ -202,6 +247,16 @@ def test_ros_robot_state_staleness_and_commands(a2_domain: int, ros_client_facto
         pub.publish(bad)  # malformed: dropped, counted, the valid value is kept
         arm.wait_for(lambda: robot.rejected_messages()["robot_state"] == 1, 10, "rejection")
         with pytest.raises(StaleSensorError, match="is 0.350 s old"):
+            robot.read_state()
+
+        # A bridge that serves another arm (6 joints, the setup describes the FR3's 7): every
+        # state is refused and the stale error says why.
+        six = convert.robot_state_to_array_msg(
+            RobotState(10.3, pose, np.zeros(6), np.zeros(6), 0.0, np.zeros(6), np.zeros(6))
+        )
+        pub.publish(six)
+        arm.wait_for(lambda: robot.rejected_messages()["robot_state"] == 2, 10, "rejection")
+        with pytest.raises(StaleSensorError, match="carries 6 arm joints but this env's arm"):
             robot.read_state()
 
         # Commands: published as asked; the return value is the locally predicted clipping.

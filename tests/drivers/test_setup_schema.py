@@ -101,10 +101,14 @@ BAD = [
         ("camers",),
         [],
         "camers: unknown key 'camers'; did you mean 'cameras'? (allowed at the "
-        "top level: cameras, clock, control_hz, ...",
+        "top level: arm, cameras, clock, control_hz, ...",
     ),
     (("control_hs",), 10, "control_hs: unknown key 'control_hs'; did you mean 'control_hz'? ..."),
-    (("colour",), "red", "colour: unknown key 'colour' (allowed at the top level: cameras, ..."),
+    (
+        ("colour",),
+        "red",
+        "colour: unknown key 'colour' (allowed at the top level: arm, cameras, ...",
+    ),
     # cameras
     (("cameras",), "front", "cameras: expected a list, found the string 'front'"),
     (
@@ -331,7 +335,7 @@ def test_several_unknown_keys_are_listed_together() -> None:
         parse_setup(raw, source="bad.yaml")
     assert str(e.value).startswith(
         "bad.yaml: top level: unknown keys 'camers'; did you mean 'cameras'?, 'contol_hz'; did "
-        "you mean 'control_hz'? (allowed at the top level: cameras, "
+        "you mean 'control_hz'? (allowed at the top level: arm, cameras, "
     ), e.value
 
 
@@ -414,3 +418,56 @@ def test_recorded_crops_are_compared_with_the_setups() -> None:
         "front: [0, 0, 32, 32] there, whole frame in crop.yaml; "
         "wrist: whole frame there, [8, 16, 32, 40] in crop.yaml"
     )
+
+
+def test_arm_defaults_to_the_fr3_and_names_a_built_in_or_overrides_one(tmp_path: Path) -> None:
+    from robot_rl.core.arm import FR3
+
+    assert parse_setup(copy.deepcopy(BASE)).arm is FR3
+    assert parse_setup({**copy.deepcopy(BASE), "arm": "fr3"}).arm is FR3
+    home = [0.0, -0.6, 0.0, -2.2, 0.0, 1.6, 0.785]
+    arm = parse_setup({**copy.deepcopy(BASE), "arm": {"kind": "fr3", "home_q_rad": home}}).arm
+    assert arm.home_q_rad == tuple(home) and arm.joint_names == FR3.joint_names
+
+
+def test_a_new_arm_in_the_setup_and_its_kinematics_file(tmp_path: Path) -> None:
+    """A whole description (any joint count); ``kinematics`` resolves against the setup file's
+    folder and must exist."""
+    (tmp_path / "six.urdf").write_text("<robot name='six'/>")
+    arm = {
+        "name": "six",
+        "joint_names": [f"j{i}" for i in range(6)],
+        "joint_low_rad": [-3.0] * 6,
+        "joint_high_rad": [3.0] * 6,
+        "joint_vel_max_rad_s": [3.0] * 6,
+        "home_q_rad": [0.0] * 6,
+        "kinematics": "six.urdf",
+        "backend": "ros2_joint",
+    }
+    path = tmp_path / "s.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump({**copy.deepcopy(BASE), "arm": arm}))
+    got = load_setup(path).arm
+    assert got.num_joints == 6 and got.kinematics == str(tmp_path / "six.urdf")
+    path.write_text(yaml.safe_dump({**copy.deepcopy(BASE), "arm": {**arm, "kinematics": "x.urdf"}}))
+    with pytest.raises(SetupError, match=r"arm.kinematics: file .*x.urdf does not exist"):
+        load_setup(path)
+
+
+@pytest.mark.parametrize(
+    ("arm", "message"),
+    [
+        ("ur10", r"arm: no built-in arm kind 'ur10'; choose from"),
+        (3, "arm: expected a string or a mapping"),
+        ({"kind": "fr3", "home_q": [0] * 7}, r"arm.home_q: unknown key 'home_q'; did you mean"),
+        ({"kind": "fr3", "home_q_rad": [0.0] * 6}, r"arm.home_q_rad: arm 'fr3': home_q_rad has 6"),
+        ({"kind": "fr3", "home_q_rad": ["a"] * 7}, r"arm.home_q_rad\[0\]: expected a finite"),
+        ({"name": "x", "joint_names": ["a"]}, r"arm: a new arm needs \['joint_low_rad'"),
+        ({"kind": "fr3", "joint_names": ["a", ""]}, r"arm.joint_names\[1\]: expected a joint"),
+        ({"kind": "fr3", "gripper": "magnet"}, r"arm.gripper: arm 'fr3': gripper 'magnet'"),
+    ],
+)
+def test_a_bad_arm_key_names_the_key_and_what_to_change(arm, message) -> None:
+    with pytest.raises(SetupError, match=message):
+        parse_setup({**copy.deepcopy(BASE), "arm": arm})

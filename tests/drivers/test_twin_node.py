@@ -142,6 +142,7 @@ def test_lockstep_moves_toward_target_with_advancing_stamps(lockstep_twin):
     assert task["stamp_s"] == pytest.approx(t) and "cube_pos" in task["privileged"]
     s = twin.status()
     assert s["state"] == "moving" and s["rejected"] == 0
+    assert s["arm"] == {"name": "fr3", "joint_names": [f"joint{i}" for i in range(1, 8)]}
 
 
 def test_estop_holds_until_clear_error(lockstep_twin):
