@@ -5,11 +5,11 @@
     tau   = J^T F + N (Kp_null (q_home - q) - Kd_null qd) + qfrc_bias
     tau   = clip(tau, -torque_limit, torque_limit)
 
-``J`` is the (6, 7) TCP site Jacobian (linear rows first), ``v = J qd`` the TCP twist,
-``N = I - J^T (J J^T + eps I)^-1 J`` the torque null-space projector, and ``qfrc_bias`` MuJoCo's
-gravity + Coriolis/centrifugal torques. Clipping the pose error per axis (as SERL's Franka
-impedance controller does for contact-rich RL) bounds the commanded force in contact by about
-``kp_trans_n_per_m * max_error_m`` per axis, whatever target a policy sends.
+``J`` is the (6, n) TCP site Jacobian of the n arm joints (linear rows first), ``v = J qd``
+the TCP twist, ``N = I - J^T (J J^T + eps I)^-1 J`` the torque null-space projector, and
+``qfrc_bias`` MuJoCo's gravity + Coriolis/centrifugal torques. Clipping the pose error per axis
+(as SERL's Franka impedance controller does for contact-rich RL) bounds the commanded force in
+contact by about ``kp_trans_n_per_m * max_error_m`` per axis, whatever target a policy sends.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class ControllerConfig:
         max_error_rad: Per-axis clip of the rotation-vector error, rad.
         kp_null_nm_per_rad: Null-space stiffness pulling the elbow towards ``home_q_rad``.
         kd_null_nms_per_rad: Null-space joint damping, N m s/rad.
-        home_q_rad: (7,) null-space posture.
-        torque_limit_nm: (7,) joint torque limits, N m.
+        home_q_rad: (N,) null-space posture.
+        torque_limit_nm: (N,) joint torque limits, N m.
     """
 
     kp_trans_n_per_m: float = 2000.0
@@ -54,8 +54,11 @@ class ControllerConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.damping_ratio < 0 or self.kp_null_nm_per_rad < 0 or self.kd_null_nms_per_rad < 0:
             raise ValueError("damping_ratio and the null-space gains must be >= 0")
-        if len(self.home_q_rad) != 7 or len(self.torque_limit_nm) != 7:
-            raise ValueError("home_q_rad and torque_limit_nm must have 7 entries (one per joint)")
+        if len(self.home_q_rad) != len(self.torque_limit_nm) or not self.home_q_rad:
+            raise ValueError(
+                f"home_q_rad ({len(self.home_q_rad)}) and torque_limit_nm "
+                f"({len(self.torque_limit_nm)}) must have one entry per arm joint"
+            )
 
     @property
     def kd_trans_ns_per_m(self) -> float:
@@ -89,9 +92,9 @@ class CartesianImpedanceController:
         data: Its data.
         config: Gains and limits.
         site_id: The TCP site.
-        dof_adr: (7,) dof addresses of the arm joints (also their qpos addresses: hinges).
-        qpos_adr: (7,) qpos addresses of the arm joints.
-        actuator_ids: (7,) torque motor ids, in joint order.
+        dof_adr: (N,) dof addresses of the arm joints (also their qpos addresses: hinges).
+        qpos_adr: (N,) qpos addresses of the arm joints.
+        actuator_ids: (N,) torque motor ids, in joint order.
     """
 
     def __init__(
@@ -109,6 +112,12 @@ class CartesianImpedanceController:
         self.dof_adr = np.asarray(dof_adr, dtype=np.int64)
         self.qpos_adr = np.asarray(qpos_adr, dtype=np.int64)
         self.actuator_ids = np.asarray(actuator_ids, dtype=np.int64)
+        n = len(self.dof_adr)
+        if not len(self.qpos_adr) == len(self.actuator_ids) == len(config.home_q_rad) == n:
+            raise ValueError(
+                f"{n} arm dofs, {len(self.qpos_adr)} qpos, {len(self.actuator_ids)} motors and "
+                f"{len(config.home_q_rad)} home joints: give the controller one of each per joint"
+            )
         c = config
         self._kp = np.array([c.kp_trans_n_per_m] * 3 + [c.kp_rot_nm_per_rad] * 3)
         self._kd = np.array([c.kd_trans_ns_per_m] * 3 + [c.kd_rot_nms_per_rad] * 3)
@@ -118,7 +127,7 @@ class CartesianImpedanceController:
         self._neg_emax, self._neg_tau_max = -self._emax, -self._tau_max
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
-        self._J = np.zeros((6, 7))
+        self._J = np.zeros((6, n))
         self._q_site = np.zeros(4)
         self._q_conj = np.zeros(4)
         self._q_err = np.zeros(4)
@@ -135,8 +144,8 @@ class CartesianImpedanceController:
         self.target_quat = np.array([1.0, 0.0, 0.0, 0.0])
         self.last_wrench = np.zeros(6)
         """(6,) last commanded TCP wrench ``F = Kp e - Kd v`` (base frame), [N, N m]."""
-        self.last_torque = np.zeros(7)
-        """(7,) last joint torques sent (after clipping), N m."""
+        self.last_torque = np.zeros(n)
+        """(N,) last joint torques sent (after clipping), N m."""
 
     def set_target(self, pose: np.ndarray) -> None:
         """Track ``T_base_tcp`` target ``pose`` (7,) from now on."""
@@ -162,7 +171,7 @@ class CartesianImpedanceController:
         e[3:] = self._e_rot
 
     def compute(self) -> np.ndarray:
-        """Torques (7,) for the current state; also written to ``data.ctrl``."""
+        """Torques (N,) for the current state; also written to ``data.ctrl``."""
         m, d, c = self.model, self.data, self.config
         dofs, qadr = self._dofs, self._qadr
         mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self.site_id)

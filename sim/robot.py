@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.core.arm import FR3
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import CommandWatchdog, SafetyConfig, SafetyLayer
 from robot_rl.core.types import ArmCommand, RobotState, SafetyReport, UnsafeCommandError
@@ -43,7 +42,7 @@ class SimRobot:
         self._due: tuple[float, ArmCommand] | None = None  # (sim time, command) not yet applied
         self.safety = SafetyLayer(safety)
         self.watchdog = CommandWatchdog(safety.watchdog_timeout_s)
-        self._spec = RobotSpec.from_arm(FR3, name="fr3-twin")
+        self._spec = RobotSpec.from_arm(world.arm, name=f"{world.arm.name}-twin")
         self._connected = False
         self.watchdog_holds = 0
         """How many times the watchdog made the arm hold (diagnostics)."""

@@ -24,7 +24,7 @@ import mujoco
 import numpy as np
 
 from robot_rl.core import frames
-from robot_rl.core import kinematics as kin
+from robot_rl.core.arm import FR3, ArmDescription
 from robot_rl.core.clock import whole_ratio
 from sim import model as mdl
 from sim.config import SimConfig
@@ -46,6 +46,7 @@ class SimWorld:
         sim_cfg: Physics rate and camera sizes.
         fragments: Task MJCF fragments (see :class:`sim.model.MjcfFragment`).
         controller_cfg: Impedance controller gains and limits.
+        arm: The arm in the model: its joints (by name), home and limits.
 
     Attributes:
         model, data: The MuJoCo model and data (tasks read them; only the world steps them).
@@ -63,8 +64,10 @@ class SimWorld:
         sim_cfg: SimConfig,
         fragments: Sequence[mdl.MjcfFragment] = (),
         controller_cfg: ControllerConfig | None = None,
+        arm: ArmDescription = FR3,
     ) -> None:
         self.sim_cfg = sim_cfg
+        self.arm = arm
         xml = mdl.build_mjcf(
             fragments,
             sim_hz=sim_cfg.sim_hz,
@@ -80,7 +83,7 @@ class SimWorld:
         self.tcp_site_id = m.site("tcp").id
         self.ft_site_id = m.site("ft").id
         self.hand_body_id = m.body("hand").id
-        joints = [m.joint(f"joint{i + 1}") for i in range(7)]
+        joints = [m.joint(name) for name in arm.joint_names]
         self.arm_qpos_adr = np.array([int(j.qposadr[0]) for j in joints])
         self.arm_dof_adr = np.array([int(j.dofadr[0]) for j in joints])
         self.finger_qpos_adr = np.array(
@@ -92,16 +95,24 @@ class SimWorld:
         self.table_geom_id = m.geom("table").id
         self._ft_force_adr = int(m.sensor_adr[m.sensor("ft_force").id])
         self._ft_torque_adr = int(m.sensor_adr[m.sensor("ft_torque").id])
+        motors = self._motor_ids([j.id for j in joints])
+        if controller_cfg is None:  # the arm's home; torque limits from the motors' ranges
+            controller_cfg = ControllerConfig(
+                home_q_rad=arm.home_q_rad,
+                torque_limit_nm=tuple(float(m.actuator_ctrlrange[i, 1]) for i in motors),
+            )
         self.controller = CartesianImpedanceController(
             m,
             self.data,
-            controller_cfg or ControllerConfig(),
+            controller_cfg,
             self.tcp_site_id,
             self.arm_dof_adr,
             self.arm_qpos_adr,
-            np.array([m.actuator(f"torque{i + 1}").id for i in range(7)]),
+            motors,
         )
-        self.home_q_rad = np.asarray(kin.FR3_HOME_RAD, dtype=np.float64)
+        self.home_q_rad = np.asarray(arm.home_q_rad, dtype=np.float64)
+        self._joint_low = np.asarray(arm.joint_low_rad, dtype=np.float64)
+        self._joint_high = np.asarray(arm.joint_high_rad, dtype=np.float64)
         self.step_count = 0
         self.post_arm_reset_hooks: list[Callable[[], None]] = []
         self.step_hooks: list[Callable[[], None]] = []
@@ -110,6 +121,26 @@ class SimWorld:
         self._gl = RenderThread()
         self._vel = np.zeros(6)
         self.reset_physics()
+
+    def _motor_ids(self, joint_ids: Sequence[int]) -> np.ndarray:
+        """The actuator driving each joint (a motor whose transmission is that joint), in order.
+
+        Raises:
+            ValueError: A joint has no actuator, or several.
+        """
+        m = self.model
+        out = []
+        for jid in joint_ids:
+            hits = np.flatnonzero(
+                (m.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT) & (m.actuator_trnid[:, 0] == jid)
+            )
+            if len(hits) != 1:
+                raise ValueError(
+                    f"joint {m.joint(jid).name!r} has {len(hits)} actuators; the arm needs one "
+                    "torque motor per joint"
+                )
+            out.append(int(hits[0]))
+        return np.array(out)
 
     # -- stepping ---------------------------------------------------------------------------
 
@@ -190,11 +221,11 @@ class SimWorld:
         return np.concatenate([f_ext, t_ext_tcp])
 
     def joint_pos(self) -> np.ndarray:
-        """(7,) arm joint positions, rad."""
+        """(N,) arm joint positions, rad."""
         return self.data.qpos[self.arm_qpos_adr].copy()
 
     def joint_vel(self) -> np.ndarray:
-        """(7,) arm joint velocities, rad/s."""
+        """(N,) arm joint velocities, rad/s."""
         return self.data.qvel[self.arm_dof_adr].copy()
 
     def gripper_closure(self) -> float:
@@ -217,7 +248,7 @@ class SimWorld:
         return 1.0 - opening / (2 * mdl.FINGER_MAX_M)
 
     def set_arm_joints(self, q_rad: np.ndarray) -> None:
-        """Teleport the arm to ``q_rad`` (7,) with zero velocity (call :meth:`forward` after)."""
+        """Teleport the arm to ``q_rad`` (N,) with zero velocity (call :meth:`forward` after)."""
         self.data.qpos[self.arm_qpos_adr] = q_rad
         self.data.qvel[self.arm_dof_adr] = 0.0
 
@@ -233,17 +264,16 @@ class SimWorld:
 
         Args:
             pose: (7,) target ``T_base_tcp``.
-            q_init: (7,) start configuration (default: home).
+            q_init: (N,) start configuration (default: home).
             iters: Iteration cap.
 
         Returns:
-            ``(q (7,), residual)`` where residual is the final ``|e|`` (metres + radians).
+            ``(q (N,), residual)`` where residual is the final ``|e|`` (metres + radians).
         """
         m, d = self.model, self._ik_data
         d.qpos[:] = self.data.qpos
         q = (self.home_q_rad if q_init is None else np.asarray(q_init, dtype=np.float64)).copy()
-        lo = np.asarray(kin.FR3_JOINT_LOW_RAD)
-        hi = np.asarray(kin.FR3_JOINT_HIGH_RAD)
+        lo, hi = self._joint_low, self._joint_high
         jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
         qs, qc, qe = np.zeros(4), np.zeros(4), np.zeros(4)
         target_q = frames.quat_normalize(pose[3:7])

@@ -167,7 +167,62 @@ FR3 = ArmDescription(
 )
 """The 7-DoF Franka FR3-class arm of the twin and of the Franka driver (``joint1..joint7``)."""
 
-BUILTIN_ARMS: dict[str, ArmDescription] = {"fr3": FR3}
+_TWO_PI = 2 * math.pi
+
+UR5E = ArmDescription(
+    name="ur5e",
+    joint_names=(
+        "shoulder_pan_joint",
+        "shoulder_lift_joint",
+        "elbow_joint",
+        "wrist_1_joint",
+        "wrist_2_joint",
+        "wrist_3_joint",
+    ),
+    joint_low_rad=(-_TWO_PI, -_TWO_PI, -math.pi, -_TWO_PI, -_TWO_PI, -_TWO_PI),
+    joint_high_rad=(_TWO_PI, _TWO_PI, math.pi, _TWO_PI, _TWO_PI, _TWO_PI),
+    joint_vel_max_rad_s=(math.pi,) * 6,
+    home_q_rad=(
+        math.pi,
+        -math.pi / 2,
+        7 * math.pi / 12,
+        -7 * math.pi / 12,
+        -math.pi / 2,
+        -math.pi / 2,
+    ),
+    gripper="parallel",
+    backend="ros2_joint",
+)
+"""A 6-DoF arm with UR5e kinematics (Universal Robots' ROS 2 driver's joint names; limits from
+Universal_Robots_ROS2_Description ``config/ur5e/joint_limits.yaml``: +-2 pi, the elbow +-pi,
+180 deg/s). Home: upper arm vertical, tool pointing down in front of the base (tcp at about
+(0.48, 0.13, 0.24) m with the twin's 0.15 m tool). Base frame: UR's DH base (the controller's
+``base``; ROS ``base_link`` is it turned by pi about z)."""
+
+SO101 = ArmDescription(
+    name="so101",
+    joint_names=("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"),
+    joint_low_rad=tuple(-x for x in (math.radians(110), math.radians(100), 1.69, math.radians(95)))
+    + (-math.radians(160),),
+    joint_high_rad=(
+        math.radians(110),
+        math.radians(100),
+        1.69,
+        math.radians(95),
+        math.radians(160),
+    ),
+    joint_vel_max_rad_s=(4.7,) * 5,
+    home_q_rad=(0.0, 0.0, 0.0, math.pi / 2, 0.0),
+    gripper="jaw",
+    backend="feetech",
+)
+"""A 5-DoF low-cost arm with SO-101 kinematics (TheRobotStudio SO-ARM100
+``Simulation/SO101/so101_new_calib.urdf``: joint names and limits; Feetech STS3215 servos at
+45 rpm = 4.7 rad/s) and a one-jaw gripper (its own servo, not an arm joint). Home: the jaws
+pointing down, tcp at about (0.185, 0, 0.108) m. Five joints cannot reach every 6-D pose: the
+tool's yaw about its approach axis follows from the position (see docs/arms.md)."""
+
+BUILTIN_ARMS: dict[str, ArmDescription] = {"fr3": FR3, "ur5e": UR5E, "so101": SO101}
 """Arm kinds a setup can name with ``arm: <kind>``."""
 
 
