@@ -2,7 +2,7 @@
 # Install robot_rl into .venv in the repository root. Idempotent; safe to re-run.
 #
 #   bash scripts/install.sh          # runtime, twin, encoders, VLMs, reward server, ROS 2, Franka, export:
-#                                    #   pip install -e ".[sim,vision,vlm,serve,ros,franka,export]"
+#                                    #   pip install -e ".[sim,vision,vlm,serve,ros,franka,export,arms]"
 #   bash scripts/install.sh --dev    # plus test tools (".[...,dev]") and the franka-sim venv
 #                                    #   (.venv-franka-sim, scripts/franka_sim_venv.sh)
 #
@@ -26,11 +26,11 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="sim,vision,vlm,serve,ros,franka,export"
+EXTRAS="sim,vision,vlm,serve,ros,franka,export,arms"
 DEV=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) EXTRAS="sim,vision,vlm,serve,ros,franka,export,dev"; DEV=1 ;;
+    --dev) EXTRAS="sim,vision,vlm,serve,ros,franka,export,arms,dev"; DEV=1 ;;
     -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (use --dev or --help)" >&2; exit 2 ;;
   esac
