@@ -20,9 +20,13 @@ CONTRACT (all helpers code against this; fill in, do not change, without telling
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from robot_rl.core.clock import whole_ratio
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import DOWN_QUAT, SafetyConfig
 from sim.camera import SimCamera
@@ -32,7 +36,12 @@ from sim.experts.base import Expert
 from sim.robot import SimRobot
 from sim.tasks import peg_insert, reach
 from sim.tasks.base import SimTask
+from sim.twin_arms import TwinArm, twin_arm
 from sim.world import SimClock, SimWorld
+
+JointIKFactory = Callable[[TwinArm], Callable[[np.ndarray, np.ndarray], np.ndarray]]
+"""Builds, for a joint-controlled arm, ``(joint goals (N,), T_base_tcp target (7,)) -> next
+joint goals (N,)`` (one differential-IK tick)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,7 @@ def make_sim_backend(
     env_cfg: EnvConfig,
     safety: SafetyConfig | None = None,
     controller_cfg: ControllerConfig | None = None,
+    joint_ik: JointIKFactory | None = None,
 ) -> SimBackend:
     """Build world, robot, cameras, task and clock for ``task_name``.
 
@@ -153,9 +163,13 @@ def make_sim_backend(
         env_cfg: Control rate (for the clock) and action layout (for the expert).
         safety: Safety limits (None: the task's ``default_safety``).
         controller_cfg: Impedance controller gains (None: defaults).
+        joint_ik: For an arm under joint control (``sim_cfg.arm``, e.g. ``ur5e``): builds the
+            differential IK from the arm's :class:`sim.twin_arms.TwinArm` (the robot side's own,
+            ``robot_rl.app.build.twin_joint_ik``; the twin does not import the drivers).
 
     Raises:
-        ValueError: Unknown task name (the message lists the known ones).
+        ValueError: Unknown task name (the message lists the known ones), or an arm under joint
+            control without ``joint_ik``.
     """
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(TASKS))}")
@@ -167,7 +181,16 @@ def make_sim_backend(
             f"period ({period_s * 1e3:g} ms at {env_cfg.control_hz:g} Hz)"
         )
     task: SimTask = _load(info.task_class)()
-    world = SimWorld(sim_cfg, [task.mjcf_fragment()], controller_cfg)
+    arm = twin_arm(sim_cfg.arm)
+    world = SimWorld(sim_cfg, [task.mjcf_fragment()], controller_cfg, arm)
+    if arm.control == "joint":
+        if joint_ik is None:
+            raise ValueError(
+                f"the {arm.arm.name} twin is driven in joint mode: pass joint_ik "
+                "(robot_rl.app.build.twin_joint_ik) to turn Cartesian targets into joint goals"
+            )
+        world.bridge_steps = whole_ratio(1.0 / arm.bridge_hz, world.dt_s, "bridge tick / sim step")
+        world.joint_goal_solver = joint_ik(arm)
     task.bind(world)
     safety = safety or info.default_safety
     robot = SimRobot(world, safety, action_delay_s=sim_cfg.action_delay_s)

@@ -60,6 +60,9 @@ class SimConfig:
             (below one control period; 0: at once). A real arm acts on an observation that
             is older than the arm when the action lands; this gives the direct twin that
             latency (:class:`sim.robot.SimRobot`).
+        arm: The arm kind of the twin (a key of :data:`sim.twin_arms.TWIN_ARMS`: ``fr3``, the
+            7-DoF FR3-class arm under impedance control; ``ur5e``, the 6-DoF UR5e-class arm
+            under joint position control with IK at the bridge rate).
     """
 
     sim_hz: float = 500.0
@@ -68,9 +71,14 @@ class SimConfig:
     image_width: int = 128
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     action_delay_s: float = 0.0
+    arm: str = "fr3"
 
     def __post_init__(self) -> None:
         check_action_delay_s(self.action_delay_s)
+        from sim.twin_arms import TWIN_ARMS  # here: twin_arms builds on the model modules
+
+        if self.arm not in TWIN_ARMS:
+            raise ValueError(f"arm {self.arm!r}: the twin has {sorted(TWIN_ARMS)}")
         if not 100 <= self.sim_hz <= 2000:
             raise ValueError(f"sim_hz {self.sim_hz} outside [100, 2000]; 500 is the default")
         bad = [c for c in self.cameras if c not in ("front", "wrist")]

@@ -131,8 +131,16 @@ def _arm_xml() -> str:
         opens.append("\n".join(body))
         closes.append("</body>")
     hy = kin.HAND_YAW_RAD
-    hand = f"""
-<body name="hand" pos="0 0 {kin.FLANGE_D_M}" quat="{_v([np.cos(hy / 2), 0, 0, np.sin(hy / 2)])}">
+    hand = hand_xml((0.0, 0.0, kin.FLANGE_D_M), (np.cos(hy / 2), 0, 0, np.sin(hy / 2)))
+    return "\n".join(opens) + hand + "\n".join(closes)
+
+
+def hand_xml(pos_m: Sequence[float], quat: Sequence[float]) -> str:
+    """The parallel-jaw hand (body ``hand``: wrist F/T site ``ft``, site ``tcp``
+    :data:`robot_rl.core.kinematics.TCP_OFFSET_M` along its z axis, camera ``wrist``, two
+    fingers) at ``pos_m`` / ``quat`` (w, x, y, z) in its parent body (the flange)."""
+    return f"""
+<body name="hand" pos="{_v(pos_m)}" quat="{_v(quat)}">
   <site name="ft" size="0.005" rgba="1 0 0 0"/>
   <geom class="hand" type="cylinder" size="0.035 0.006" pos="0 0 0.006" mass="0.1"/>
   <geom class="hand" type="box" size="0.022 0.09 0.024" pos="0 0 0.034"
@@ -143,7 +151,6 @@ def _arm_xml() -> str:
   {_finger_xml("left", 1.0)}
   {_finger_xml("right", -1.0)}
 </body>"""
-    return "\n".join(opens) + hand + "\n".join(closes)
 
 
 def _finger_xml(side: str, sign: float) -> str:
@@ -160,11 +167,29 @@ def _finger_xml(side: str, sign: float) -> str:
   </body>"""
 
 
+def fr3_arm_xml() -> str:
+    """The FR3-class arm with the hand: base body ``link0`` at the world origin."""
+    return f"""<body name="link0">
+      <geom class="link" type="cylinder" size="0.07 0.07" pos="0 0 0.07" mass="2.9"/>
+      {_arm_xml()}
+    </body>"""
+
+
+def fr3_motors_xml() -> str:
+    """One torque motor per FR3 joint (``torque1`` .. ``torque7``), ctrlrange its torque limit."""
+    return "\n".join(
+        f'<motor name="torque{i + 1}" joint="joint{i + 1}" ctrlrange="{-t} {t}"/>'
+        for i, t in enumerate(kin.FR3_TORQUE_LIMIT_NM)
+    )
+
+
 def build_mjcf(
     fragments: Sequence[MjcfFragment] = (),
     sim_hz: float = 500.0,
     offscreen_width: int = 128,
     offscreen_height: int = 128,
+    arm_xml: str | None = None,
+    motors_xml: str | None = None,
 ) -> str:
     """The complete scene MJCF.
 
@@ -173,15 +198,16 @@ def build_mjcf(
         sim_hz: Physics rate; the timestep is ``1 / sim_hz``.
         offscreen_width: Offscreen buffer width (>= the widest rendered image), pixels.
         offscreen_height: Offscreen buffer height, pixels.
+        arm_xml: The arm's base body (at the world origin) with its links and the hand
+            (:func:`hand_xml`); None: the FR3 (:func:`fr3_arm_xml`).
+        motors_xml: One torque ``<motor>`` per arm joint; None: the FR3's.
     """
     cat = lambda field: "\n".join(getattr(f, field) for f in fragments)  # noqa: E731
     tx = 0.5 * (TABLE_X_RANGE_M[0] + TABLE_X_RANGE_M[1])
     hx = 0.5 * (TABLE_X_RANGE_M[1] - TABLE_X_RANGE_M[0])
     hy = 0.5 * (TABLE_Y_RANGE_M[1] - TABLE_Y_RANGE_M[0])
-    motors = "\n".join(
-        f'<motor name="torque{i + 1}" joint="joint{i + 1}" ctrlrange="{-t} {t}"/>'
-        for i, t in enumerate(kin.FR3_TORQUE_LIMIT_NM)
-    )
+    motors = fr3_motors_xml() if motors_xml is None else motors_xml
+    arm = fr3_arm_xml() if arm_xml is None else arm_xml
     opening = 2 * FINGER_MAX_M
     kp = 2.0 * GRIP_FORCE_N / FINGER_MAX_M  # saturates before a 4 cm object stops the fingers
     return f"""
@@ -221,10 +247,7 @@ def build_mjcf(
           rgba="0.62 0.52 0.42 1" contype="1" conaffinity="3" condim="3"/>
     <camera name="front" pos="{_v(FRONT_CAMERA_POS_M)}" fovy="50"
             xyaxes="{lookat_xyaxes(FRONT_CAMERA_POS_M, FRONT_CAMERA_TARGET_M)}"/>
-    <body name="link0">
-      <geom class="link" type="cylinder" size="0.07 0.07" pos="0 0 0.07" mass="2.9"/>
-      {_arm_xml()}
-    </body>
+    {arm}
     {cat("worldbody")}
   </worldbody>
   <tendon>

@@ -83,6 +83,7 @@ class SimRobot:
                 "choose a start pose inside the arm's workspace"
             )
         w.set_arm_joints(q)
+        w.settle_joints()
         w.set_fingers((1.0 - float(np.clip(gripper, 0.0, 1.0))) * 0.04)
         w.set_gripper_target(gripper)
         w.forward()

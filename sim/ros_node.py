@@ -63,6 +63,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import rclpy
@@ -85,6 +86,7 @@ from drivers.arm_bridge.node import (
     exit_bad_parameter,
 )
 from drivers.arm_bridge.params import BridgeParamError, declare_safety_parameters, describe_safety
+from drivers.ik import DiffIK, DiffIKConfig
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
@@ -93,6 +95,14 @@ from sim.config import SimConfig
 from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
 from sim.scoring import EpisodeScores
+from sim.twin_arms import TwinArm
+
+
+def _twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A joint-controlled twin arm's bridge IK: the robot side's (:mod:`drivers.ik`)."""
+    assert arm.kinematics is not None
+    return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 1 / arm.bridge_hz)).step
+
 
 MODES = ("lockstep", "realtime")
 STEP_SLOW_WARN_S = 0.5
@@ -219,7 +229,7 @@ class TwinNode(Node):
             )
         super().__init__("twin", namespace=namespace)
         safety = declare_safety_parameters(self, TASKS[task].default_safety)
-        backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety)
+        backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety, joint_ik=_twin_joint_ik)
         self.sim = backend
         self.twin_id = secrets.token_hex(4)
         """Random per process: tells this twin's answers from another twin's."""
@@ -277,6 +287,7 @@ class TwinNode(Node):
             on_change=self.publish_all if mode == "lockstep" else self.publish_state,
             on_target=self._fresh.set,
             on_gripper=self._on_gripper_accepted,
+            arm=backend.world.arm,
         )
         self._image_pubs = {
             c.name: (
@@ -494,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="lockstep")
     p.add_argument("--control-hz", type=float, default=10.0, help="control rate, Hz")
     p.add_argument("--sim-hz", type=float, default=500.0, help="physics rate, Hz")
+    p.add_argument("--arm", default="fr3", help="the twin's arm kind (sim.twin_arms.TWIN_ARMS)")
     p.add_argument(
         "--command-wait-s", type=float, default=0.1, help="lockstep: wait for a fresh target, s"
     )
@@ -516,6 +528,7 @@ def main(argv: list[str] | None = None) -> None:
         cameras=tuple(args.cameras),
         image_height=args.image_size,
         image_width=args.image_size,
+        arm=args.arm,
     )
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack
     rclpy.init(args=ros_args)

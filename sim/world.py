@@ -24,12 +24,13 @@ import mujoco
 import numpy as np
 
 from robot_rl.core import frames
-from robot_rl.core.arm import FR3, ArmDescription
 from robot_rl.core.clock import whole_ratio
 from sim import model as mdl
 from sim.config import SimConfig
 from sim.controller import CartesianImpedanceController, ControllerConfig
 from sim.gl import RenderThread
+from sim.joint_servo import JointServoController
+from sim.twin_arms import TwinArm, fr3_twin
 
 _G = np.array([0.0, 0.0, -9.81])
 
@@ -46,7 +47,9 @@ class SimWorld:
         sim_cfg: Physics rate and camera sizes.
         fragments: Task MJCF fragments (see :class:`sim.model.MjcfFragment`).
         controller_cfg: Impedance controller gains and limits.
-        arm: The arm in the model: its joints (by name), home and limits.
+        arm: The arm kind (:mod:`sim.twin_arms`; default the FR3): its model, joints (by name),
+            home, limits and control. Under ``joint`` control the world's Cartesian target
+            (:meth:`set_target`) becomes joint goals through :attr:`joint_goal_solver`.
 
     Attributes:
         model, data: The MuJoCo model and data (tasks read them; only the world steps them).
@@ -64,10 +67,11 @@ class SimWorld:
         sim_cfg: SimConfig,
         fragments: Sequence[mdl.MjcfFragment] = (),
         controller_cfg: ControllerConfig | None = None,
-        arm: ArmDescription = FR3,
+        arm: TwinArm | None = None,
     ) -> None:
         self.sim_cfg = sim_cfg
-        self.arm = arm
+        self.twin_arm = arm = arm or fr3_twin()
+        self.arm = arm.arm
         xml = mdl.build_mjcf(
             fragments,
             sim_hz=sim_cfg.sim_hz,
@@ -75,6 +79,8 @@ class SimWorld:
             # observation size.
             offscreen_width=max(sim_cfg.image_width, OFFSCREEN_MIN_PX),
             offscreen_height=max(sim_cfg.image_height, OFFSCREEN_MIN_PX),
+            arm_xml=arm.body_xml,
+            motors_xml=arm.motors_xml,
         )
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
@@ -83,7 +89,7 @@ class SimWorld:
         self.tcp_site_id = m.site("tcp").id
         self.ft_site_id = m.site("ft").id
         self.hand_body_id = m.body("hand").id
-        joints = [m.joint(name) for name in arm.joint_names]
+        joints = [m.joint(name) for name in self.arm.joint_names]
         self.arm_qpos_adr = np.array([int(j.qposadr[0]) for j in joints])
         self.arm_dof_adr = np.array([int(j.dofadr[0]) for j in joints])
         self.finger_qpos_adr = np.array(
@@ -96,10 +102,10 @@ class SimWorld:
         self._ft_force_adr = int(m.sensor_adr[m.sensor("ft_force").id])
         self._ft_torque_adr = int(m.sensor_adr[m.sensor("ft_torque").id])
         motors = self._motor_ids([j.id for j in joints])
+        torque_limit = tuple(float(m.actuator_ctrlrange[i, 1]) for i in motors)
         if controller_cfg is None:  # the arm's home; torque limits from the motors' ranges
             controller_cfg = ControllerConfig(
-                home_q_rad=arm.home_q_rad,
-                torque_limit_nm=tuple(float(m.actuator_ctrlrange[i, 1]) for i in motors),
+                home_q_rad=self.arm.home_q_rad, torque_limit_nm=torque_limit
             )
         self.controller = CartesianImpedanceController(
             m,
@@ -110,9 +116,30 @@ class SimWorld:
             self.arm_qpos_adr,
             motors,
         )
-        self.home_q_rad = np.asarray(arm.home_q_rad, dtype=np.float64)
-        self._joint_low = np.asarray(arm.joint_low_rad, dtype=np.float64)
-        self._joint_high = np.asarray(arm.joint_high_rad, dtype=np.float64)
+        self.servo: JointServoController | None = None
+        """The joint servos (``joint`` control), else None."""
+        self.joint_goal_solver: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+        """``joint`` control: ``(joint goals (N,), T_base_tcp target (7,)) -> next joint goals
+        (N,)``, called every :attr:`bridge_steps` physics steps (the bridge's differential IK
+        tick); None: the goals stay where they are (a joint-commanded arm)."""
+        self.bridge_steps = 1
+        self._compute = self.controller.compute
+        if arm.control == "joint":
+            assert arm.servo is not None
+            self.servo = JointServoController(
+                m,
+                self.data,
+                arm.servo,
+                self.arm_dof_adr,
+                self.arm_qpos_adr,
+                motors,
+                np.asarray(torque_limit),
+            )
+            self._compute = self._servo_compute
+        self._bridge_count = 0
+        self.home_q_rad = np.asarray(self.arm.home_q_rad, dtype=np.float64)
+        self._joint_low = np.asarray(self.arm.joint_low_rad, dtype=np.float64)
+        self._joint_high = np.asarray(self.arm.joint_high_rad, dtype=np.float64)
         self.step_count = 0
         self.post_arm_reset_hooks: list[Callable[[], None]] = []
         self.step_hooks: list[Callable[[], None]] = []
@@ -152,6 +179,8 @@ class SimWorld:
         self.data.qpos[self.finger_qpos_adr] = mdl.FINGER_MAX_M
         mujoco.mj_forward(self.model, self.data)
         self.controller.set_target(self.tcp_pose())
+        if self.servo is not None:
+            self.servo.settle()
         self.forward()
 
     def step(self, n: int) -> None:
@@ -159,7 +188,7 @@ class SimWorld:
         derived quantity (site poses, sensors, contacts) matches the new state."""
         m, d = self.model, self.data
         hooks = self.step_hooks
-        compute = self.controller.compute
+        compute = self._compute
         for _ in range(n):
             mujoco.mj_step1(m, d)
             for hook in hooks:
@@ -176,9 +205,28 @@ class SimWorld:
         an arm held by its controller (not one falling under gravity with zero torque).
         """
         mujoco.mj_forward(self.model, self.data)
-        self.controller.compute()
+        self._compute()
         mujoco.mj_forward(self.model, self.data)
         self.step_count += 1
+
+    def _servo_compute(self) -> None:
+        # Joint control: the bridge's IK tick every bridge_steps physics steps, then the servos.
+        servo = self.servo
+        assert servo is not None
+        self._bridge_count += 1
+        if self.joint_goal_solver is not None and self._bridge_count >= self.bridge_steps:
+            self._bridge_count = 0
+            c = self.controller
+            target = np.concatenate([c.target_pos, c.target_quat])
+            servo.set_goal(self.joint_goal_solver(servo.goal.copy(), target))
+        servo.compute()
+
+    def settle_joints(self) -> None:
+        """After a teleport of the arm: the servos hold where the joints are (``joint``
+        control; nothing to do under impedance control)."""
+        if self.servo is not None:
+            self.servo.settle()
+            self._bridge_count = 0
 
     # -- arm --------------------------------------------------------------------------------
 

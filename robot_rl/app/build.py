@@ -39,6 +39,7 @@ from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, SimBackend, make_sim_backend
 from sim.config import RandomizationConfig, SimConfig
 from sim.human import HumanConfig, SimHumanTeleop, SimulatedHuman
+from sim.twin_arms import TwinArm
 
 RewardHook = Callable[[gym.Env, Mapping[str, Camera], Task], gym.Env]
 """``(env, out-of-band cameras, the twin's task) -> env wrapped in a learned reward`` (see
@@ -131,6 +132,9 @@ class EnvSetup:
     action_delay_ms: float = 0.0
     """Each action takes effect this long after it was sent (below one control period; the
     previous target holds meanwhile), a real arm's latency on the direct twin. 0: at once."""
+    arm: str = "fr3"
+    """The twin's arm kind: fr3 (7-DoF, impedance control) or ur5e (6-DoF, joint position
+    control with IK at the bridge rate); docs/arms.md."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -181,8 +185,20 @@ def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[Env
         image_width=setup.image_size,
         randomization=setup.randomization,
         action_delay_s=setup.action_delay_ms / 1000.0,
+        arm=setup.arm,
     )
     return env_cfg, sim_cfg
+
+
+def twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The differential IK a joint-controlled twin arm runs at its bridge rate: the generic
+    ROS 2 backend's (:class:`drivers.ik.DiffIK`) on the arm's kinematics file, so that the
+    twin exercises the IK a real arm in joint mode runs."""
+    from drivers.ik import DiffIK, DiffIKConfig
+
+    if arm.kinematics is None:
+        raise ValueError(f"the {arm.arm.name} twin arm names no kinematics file for its IK")
+    return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 1 / arm.bridge_hz)).step
 
 
 def make_env(
@@ -217,7 +233,7 @@ def make_env(
         UnknownTaskError: ``task`` is not registered.
     """
     check_task(task)
-    backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety)
+    backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety, joint_ik=twin_joint_ik)
     names = tuple(sim_cfg.cameras if obs_cameras is None else obs_cameras)
     unknown = [n for n in names if n not in sim_cfg.cameras]
     if unknown:

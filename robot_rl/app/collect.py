@@ -79,6 +79,10 @@ class LearnerEnvConfig:
     then keeps its gripper as it is instead of half-closing it: a half-closed hand cannot
     straddle the object, and on a real Franka Hand every new target is a blocking move. Not a
     data setting: a teleop device's gripper commands are -1 or +1 either way."""
+    arm: str = "fr3"
+    """The twin's arm kind: fr3 (the 7-DoF FR3-class arm, Cartesian impedance control) or ur5e
+    (the 6-DoF UR5e-class arm, joint position control with IK at the bridge rate); the
+    observation and actions are the same for every arm (docs/arms.md)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
@@ -119,6 +123,7 @@ class LearnerEnvConfig:
             action_scale_m=self.action_scale_m,
             action_delay_ms=self.action_delay_ms,
             wrappers=self.wrapper_config(),
+            arm=self.arm,
         )
 
     def wrapper_config(self, success_reward: bool | None = None) -> WrapperConfig:

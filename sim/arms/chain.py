@@ -367,13 +367,18 @@ def _mjcf_joint_body(chain: ArmChain, spec: JointSpec, indent: str) -> str:
     )
 
 
-def to_mjcf_body(chain: ArmChain) -> str:
+def to_mjcf_body(chain: ArmChain, tool_xml: str | None = None) -> str:
     """MJCF of the arm: the base body (at its parent's origin) with the nested link bodies.
 
     Each link body has a hinge ``<joint>`` (``range``, ``armature``, ``damping``) and one
     capsule geom with the link mass; the last arm link holds a body ``flange`` with a site
     ``tcp`` and, if the chain has one, the gripper jaw body. Radians: the including model needs
     ``<compiler angle="radian"/>``.
+
+    Args:
+        chain: The arm.
+        tool_xml: MJCF put inside the ``flange`` body instead of the ``tcp`` site (a gripper
+            that carries its own ``tcp`` site, e.g. the twin's hand); None: the chain's site.
     """
     h = chain.base_height_m
     lines = [
@@ -389,7 +394,9 @@ def to_mjcf_body(chain: ArmChain) -> str:
     ind = "  " * depth
     lines += [
         f'{ind}<body name="flange" {_pose_attrs(chain.flange)}>',
-        f'{ind}  <site name="tcp" {_pose_attrs(chain.tcp)} size="0.005" rgba="0 1 0 0.5"/>',
+        f'{ind}  <site name="tcp" {_pose_attrs(chain.tcp)} size="0.005" rgba="0 1 0 0.5"/>'
+        if tool_xml is None
+        else tool_xml,
         f"{ind}</body>",
     ]
     if chain.gripper is not None:
