@@ -6,6 +6,8 @@ reward and (unless named ``+human``) no human:
 - twin ``pick_cube``, ``reach``, ``peg_insert`` with ``--task-reward sparse`` (1 on success,
   else 0), through ``robot-rl train``'s application functions (collect, train); ``peg_insert+human``
   adds the simulated human (HIL-SERL interventions);
+- a twin task with the suffix ``@<arm>`` (``pick_cube@ur5e``) runs on that arm kind of the twin
+  (``--arm``: the 6-DoF UR5e-class arm under joint control); default the FR3-class arm;
 - a twin task with the suffix ``:shaped`` (``pick_cube:shaped``) learns from the twin's shaped,
   privileged reward instead: the regression check that an agent chosen for sparse rewards does
   not lose the shaped-reward figures;
@@ -242,13 +244,21 @@ STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+
          "pick_cube:shaped": 10_000}  # fmt: skip
 
 
+def _split_arm(task: str) -> tuple[str, str]:
+    """``pick_cube@ur5e:shaped`` -> (``pick_cube:shaped``, ``ur5e``); no ``@``: the FR3."""
+    head, _, variant = task.partition(":")
+    name, _, arm = head.partition("@")
+    return name + (f":{variant}" if variant else ""), arm or "fr3"
+
+
 def _steps(task: str) -> int:
+    task = _split_arm(task)[0]
     return STEPS.get(task) or STEPS[task.partition(":")[0]]
 
 
 def _task_reward(task: str) -> str:
     """``sparse`` unless the twin task is named ``task:shaped``."""
-    base, _, variant = task.partition(":")
+    base, _, variant = _split_arm(task)[0].partition(":")
     if variant not in ("", "shaped") or (variant and base not in TWIN_TASKS):
         raise SystemExit(f"unknown task {task!r}: only twin tasks take ':shaped'")
     return variant or "sparse"
@@ -301,10 +311,11 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
     from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
     from robot_rl.app.train import TrainCmdConfig, run_train
 
-    base = task.partition(":")[0]
+    plain, arm = _split_arm(task)
+    base = plain.partition(":")[0]
     name, human = base.split("+")[0], "sim" if base.endswith("+human") else "none"
     env = LearnerEnvConfig(
-        task=name, obs="state", task_reward=_task_reward(task), **_env_settings(config)
+        task=name, obs="state", task_reward=_task_reward(task), arm=arm, **_env_settings(config)
     )
     demos = root / "demos.zarr"
     run_collect(
@@ -369,7 +380,7 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) if cfg.keep_runs is None else cfg.keep_runs / f"{task}_{config}_{seed}"
         root.mkdir(parents=True, exist_ok=True)
-        fn = run_twin if task.partition(":")[0] in TWIN_TASKS else run_external
+        fn = run_twin if _split_arm(task)[0].partition(":")[0] in TWIN_TASKS else run_external
         figures = fn(task, config, seed, cfg, root)
     return {
         "benchmark": "sparse_suite",
@@ -384,6 +395,7 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
             "eval_episodes": cfg.eval_episodes,
             "num_threads": cfg.num_threads,
             "task_reward": _task_reward(task),
+            "arm": _split_arm(task)[1],
         },  # fmt: skip
         "machine": machine_info(),
         "wall_s": time.perf_counter() - t0,

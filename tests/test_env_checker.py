@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from robot_rl.app.build import twin_joint_ik
 from robot_rl.core import keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.specs import SpecError
@@ -53,8 +54,11 @@ IMAGE_HW = 64
 class _Twin:
     """Builds twin envs for one (task, option) and remembers each env's backend."""
 
-    def __init__(self, task: str, option: Option, max_episode_steps: int) -> None:
+    def __init__(
+        self, task: str, option: Option, max_episode_steps: int, arm: str = "fr3"
+    ) -> None:
         self.task = task
+        self.arm = arm
         self.option = option
         self.max_episode_steps = max_episode_steps
         self.backends: dict[int, object] = {}
@@ -64,8 +68,10 @@ class _Twin:
         env_cfg = EnvConfig(
             max_episode_steps=self.max_episode_steps, control_rotation=opt.control_rotation
         )
-        sim_cfg = SimConfig(cameras=opt.cameras, image_height=IMAGE_HW, image_width=IMAGE_HW)
-        backend = make_sim_backend(self.task, sim_cfg, env_cfg)
+        sim_cfg = SimConfig(
+            cameras=opt.cameras, image_height=IMAGE_HW, image_width=IMAGE_HW, arm=self.arm
+        )
+        backend = make_sim_backend(self.task, sim_cfg, env_cfg, joint_ik=twin_joint_ik)
         env: gym.Env = RobotEnv(
             backend.robot, backend.cameras, backend.task, backend.clock, env_cfg
         )
@@ -122,11 +128,19 @@ def _find(env: gym.Env, cls: type) -> gym.Wrapper | None:
     return None
 
 
-@pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
-@pytest.mark.parametrize("task", sorted(TASKS))
-def test_twin_envs_pass_the_checker(task: str, option: Option) -> None:
-    twin = _Twin(task, option, EPISODE_STEPS)
-    expert_twin = _Twin(task, option, TASKS[task].max_episode_steps)
+ARM_CASES = [(task, option, "fr3") for option in OPTIONS for task in sorted(TASKS)] + [
+    (task, option, "ur5e") for option in OPTIONS[::2] for task in sorted(TASKS)
+]
+"""Every task x option on the FR3-class arm; every task x three options on the UR5e-class arm
+(6 joints, joint servos + IK): one observation and action layout for every arm."""
+
+
+@pytest.mark.parametrize(
+    ("task", "option", "arm"), ARM_CASES, ids=lambda v: getattr(v, "name", str(v))
+)
+def test_twin_envs_pass_the_checker(task: str, option: Option, arm: str) -> None:
+    twin = _Twin(task, option, EPISODE_STEPS, arm)
+    expert_twin = _Twin(task, option, TASKS[task].max_episode_steps, arm)
     try:
         report = check_env(
             twin.make,
