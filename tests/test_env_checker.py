@@ -54,9 +54,7 @@ IMAGE_HW = 64
 class _Twin:
     """Builds twin envs for one (task, option) and remembers each env's backend."""
 
-    def __init__(
-        self, task: str, option: Option, max_episode_steps: int, arm: str = "fr3"
-    ) -> None:
+    def __init__(self, task: str, option: Option, max_episode_steps: int, arm: str = "fr3") -> None:
         self.task = task
         self.arm = arm
         self.option = option
