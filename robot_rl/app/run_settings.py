@@ -80,6 +80,8 @@ class ActorEnvFlags:
     """Observe the previous step's action (the state part prev_action)."""
     gripper_discretize: Annotated[DisallowNone[bool | None], _FROM_LEARNER] = None
     """The gripper output read as close / open / keep (dead band +-0.5)."""
+    arm: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
+    """The twin's arm kind (fr3, ur5e)."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
