@@ -196,6 +196,11 @@ class DiffIK:
             mink.ConfigurationLimit(m, gain=1.0),
             mink.VelocityLimit(m, dict(zip(arm.joint_names, vmax, strict=True))),
         ]
+        self._low = np.asarray(arm.joint_low_rad, dtype=np.float64)
+        self._high = np.asarray(arm.joint_high_rad, dtype=np.float64)
+        self.failures = 0
+        """Ticks on which the QP had no solution (the joints were held)."""
+        self.last_failure: str | None = None
         others = [d for d in range(m.nv) if d not in set(self._dadr)]
         self.constraints = [mink.DofFreezingTask(m, dof_indices=others)] if others else None
 
@@ -219,7 +224,9 @@ class DiffIK:
 
     def step(self, q_rad: np.ndarray, target_pose: np.ndarray) -> np.ndarray:
         """The next joint goal (N,): one tick from ``q_rad`` (N,) towards ``target_pose`` (7,)
-        ``T_base_tool``, within the joint limits and at most :attr:`max_step_rad` away.
+        ``T_base_tool``, within the joint limits and at most :attr:`max_step_rad` away from
+        ``q_rad`` clipped into the limits. A tick without a QP solution returns that clipped
+        ``q_rad`` (held) and is counted in :attr:`failures`.
 
         Raises:
             ValueError: A non-finite input, or a wrong shape.
@@ -234,21 +241,28 @@ class DiffIK:
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(target))):
             raise ValueError("step got a NaN or inf joint position or target")
         mink = self._mink
+        lo, hi = self._low, self._high
+        # A measured q a hair outside its limits (sensor noise) would make the QP infeasible.
+        q = np.clip(q, lo, hi)
         self._q_full[self._qadr_a] = q
         self.configuration.update(self._q_full)
         quat = frames.quat_normalize(target[3:7])
         self.task.set_target(mink.SE3.from_rotation_and_translation(mink.SO3(quat), target[:3]))
-        v = mink.solve_ik(
-            self.configuration,
-            [self.task, self.posture],
-            self.config.dt_s,
-            solver=self.config.solver,
-            damping=self.config.damping,
-            limits=self.limits,
-            constraints=self.constraints,
-        )
+        try:
+            v = mink.solve_ik(
+                self.configuration,
+                [self.task, self.posture],
+                self.config.dt_s,
+                solver=self.config.solver,
+                damping=self.config.damping,
+                limits=self.limits,
+                constraints=self.constraints,
+            )
+        except mink.exceptions.MinkError as e:  # no solution this tick: hold, count, go on
+            self.failures += 1
+            self.last_failure = str(e)
+            return q
         dq = v[self._dadr] * self.config.dt_s
         # The QP's bounds hold to solver tolerance; make them exact.
         dq = np.clip(dq, -self.max_step_rad, self.max_step_rad)
-        lo, hi = np.asarray(self.arm.joint_low_rad), np.asarray(self.arm.joint_high_rad)
         return np.clip(q + dq, lo, hi)

@@ -138,3 +138,14 @@ def test_a_file_that_does_not_match_the_description_is_a_clear_error(tmp_path: P
     ik = _ik("ur5e")
     with pytest.raises(ValueError, match="NaN or inf"):
         ik.step(np.array(UR5E.home_q_rad), np.full(7, np.nan))
+
+
+def test_a_measured_position_a_hair_outside_its_limit_is_taken_back_inside() -> None:
+    """Encoder noise can read a joint just past its limit; the next goal is inside, one bounded
+    step from the limit, never an infeasible QP or a jump."""
+    ik = _ik("ur5e")
+    q = np.array(UR5E.home_q_rad)
+    q[2] = np.pi + 1e-4
+    nxt = ik.step(q, ik.fk(np.array(UR5E.home_q_rad)))
+    assert nxt[2] <= np.pi and np.all(np.abs(nxt - np.clip(q, -7, np.pi)) <= ik.max_step_rad)
+    assert ik.failures == 0
