@@ -322,14 +322,23 @@ class ArmBridgeNode(LifecycleNode):
         backend: The arm.
         config: Command checks; its ``safety`` gives the safety parameters' defaults.
         namespace: ROS namespace (``/arm``).
+        arm: The arm behind the backend (its joints on ``joint_states``, ``robot_state`` and in
+            ``status.arm``).
 
     Raises:
         BridgeParamError: A safety parameter is invalid (the message names it).
     """
 
-    def __init__(self, backend: ArmBackend, config: BridgeConfig, namespace: str = "arm") -> None:
+    def __init__(
+        self,
+        backend: ArmBackend,
+        config: BridgeConfig,
+        namespace: str = "arm",
+        arm: ArmDescription = FR3,
+    ) -> None:
         super().__init__("arm_bridge", namespace=namespace)
         self.backend = backend
+        self.arm = arm  # joint_states / robot_state / status.arm carry its joints
         safety = declare_safety_parameters(self, config.safety)
         self.config = replace(config, safety=safety)
         self.get_logger().info(f"safety limits (read-only parameters): {describe_safety(safety)}")
@@ -361,6 +370,7 @@ class ArmBridgeNode(LifecycleNode):
             self.now_s,
             accepting=lambda: self._active,
             on_target=self._execute_now,
+            arm=self.arm,
         )
         return TransitionCallbackReturn.SUCCESS
 
