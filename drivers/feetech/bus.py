@@ -67,6 +67,10 @@ SO101_SERVO_IDS = (1, 2, 3, 4, 5, 6)
 """shoulder_pan, shoulder_lift, elbow_flex, wrist_flex, wrist_roll, gripper."""
 
 
+WRITE_TIMEOUT_S = 0.5
+"""pyserial's write timeout, seconds: a port that cannot send a packet in this long is wedged."""
+
+
 @dataclass(frozen=True)
 class FeetechBusConfig:
     """How to reach the servos.
@@ -131,8 +135,11 @@ class FeetechBus:
             import serial
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("FeetechBus needs pyserial: pip install 'pyserial>=3.5'") from e
+        # A write of a few dozen bytes leaves in well under a millisecond; pyserial's write
+        # timeout counts wall time, so a thread descheduled on a loaded machine would "time
+        # out" a write that went out. Only a wedged port takes this long.
         self._serial = serial.Serial(
-            port, baudrate, timeout=timeout_s, write_timeout=timeout_s, exclusive=True
+            port, baudrate, timeout=timeout_s, write_timeout=WRITE_TIMEOUT_S, exclusive=True
         )
         self._lock = threading.Lock()
         self.status_errors: dict[int, StatusError] = {}

@@ -2,6 +2,8 @@
 
     python -m drivers.teleop.node --device keyboard|spacemouse|gamepad|replay \
         [--file events.jsonl] [--record out.jsonl] --ns arm --rate-hz 50
+    python -m drivers.teleop.node --device so101_leader --leader-port /dev/ttyACM1 \
+        --leader-calibration leader.json --ns arm      # drivers/teleop/so101_leader.py
 
 Node ``teleop`` in namespace ``--ns``. Every ``1 / rate_hz`` s it reads the device once
 (:class:`drivers.teleop.base.DeviceTeleop`, all logic there) and publishes
@@ -47,7 +49,7 @@ from .mapping import TeleopMapConfig, joy_from_state
 from .recording import ReplaySource, replay_teleop
 from .spacemouse import SpaceMouseConfig, spacemouse_teleop
 
-DEVICES = ("keyboard", "spacemouse", "gamepad", "replay")
+DEVICES = ("keyboard", "spacemouse", "gamepad", "replay", "so101_leader")
 
 
 def build_teleop(
@@ -57,8 +59,10 @@ def build_teleop(
     map_config: TeleopMapConfig | None = None,
     hid_path: str | None = None,
     event_path: str | None = None,
+    leader: tuple[str, str] | None = None,
 ) -> DeviceTeleop:
-    """The Teleop for a ``--device`` choice (not yet connected)."""
+    """The Teleop for a ``--device`` choice (not yet connected); ``leader`` is the
+    ``so101_leader``'s (port, calibration file)."""
     if device == "replay":
         if file is None:
             raise ValueError("--device replay needs --file events.jsonl")
@@ -69,6 +73,14 @@ def build_teleop(
         return gamepad_teleop(GamepadConfig(path=event_path), map_config, record)
     if device == "keyboard":
         return keyboard_teleop(None, map_config, record)
+    if device == "so101_leader":
+        from .so101_leader import LeaderConfig, so101_leader_teleop  # imports mink: on demand
+
+        if leader is None or not all(leader):
+            raise ValueError("--device so101_leader needs --leader-port and --leader-calibration")
+        if record is not None:
+            raise ValueError("--record: leader readings have no event-file format")
+        return so101_leader_teleop(LeaderConfig(*leader), map_config)
     raise ValueError(f"unknown device {device!r}; choose from {DEVICES}")
 
 
@@ -184,6 +196,8 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--deadzone", type=float, default=TeleopMapConfig.deadzone)
     p.add_argument("--hid-path", default=None, help="SpaceMouse hidraw path (default: find)")
     p.add_argument("--event-path", default=None, help="gamepad /dev/input/event* (default: find)")
+    p.add_argument("--leader-port", default=None, help="so101_leader: the leader arm's port")
+    p.add_argument("--leader-calibration", default=None, help="so101_leader: its calibration")
     p.add_argument(
         "--wait-for-subscribers",
         action=argparse.BooleanOptionalAction,
@@ -213,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         TeleopMapConfig(deadzone=args.deadzone),
         args.hid_path,
         args.event_path,
+        (args.leader_port, args.leader_calibration),
     )
     wait = args.wait_for_subscribers
     if wait is None:

@@ -1,5 +1,6 @@
-"""The subcommand groups ``robot-rl dataset`` and ``robot-rl reward``: tyro reads their
-subcommand names off these Unions; the configs and what they run live in :mod:`robot_rl.app`."""
+"""The subcommand groups ``robot-rl dataset``, ``robot-rl reward`` and ``robot-rl arm``: tyro
+reads their subcommand names off these Unions; the configs and what they run live in
+:mod:`robot_rl.app`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated, Union
 
 import tyro
 
+from robot_rl.app.arm_calibrate import ArmCalibrateConfig
 from robot_rl.app.dataset import DatasetExportConfig, DatasetInfoConfig, DatasetSalvageConfig
 from robot_rl.app.reward import (
     RewardEvalConfig,
@@ -45,4 +47,18 @@ def reward_command(
     """Success classifiers: twin frames (frames), train, eval, serve (gRPC)."""
     # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
     # so `robot-rl reward` goes through this function, which returns the parsed config as is.
+    return cmd
+
+
+ArmCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
+    Annotated[ArmCalibrateConfig, tyro.conf.subcommand("calibrate")],
+    Annotated[None, tyro.conf.Suppress],  # keeps a one-member Union from collapsing
+]
+
+
+def arm_command(
+    cmd: Annotated[ArmCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
+) -> ArmCalibrateConfig:
+    """SO-101 arm tools: record its joint ranges into a calibration file (calibrate)."""
+    assert cmd is not None  # the suppressed None is never a choice
     return cmd

@@ -45,6 +45,7 @@ def parse(argv: Sequence[str] | None = None) -> Any:
             "dataset": commands.dataset_command,
             "reward": commands.reward_command,
             "rehearse": RehearseConfig,
+            "arm": commands.arm_command,
         },
         prog="robot-rl",
         description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same interfaces.",
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(cfg: Any) -> int:
     """Run the parsed subcommand ``cfg``; return the exit code."""
-    from robot_rl.app import actor_cmd, collect, distributed, rollout, train
+    from robot_rl.app import actor_cmd, arm_calibrate, collect, distributed, rollout, train
     from robot_rl.app import dataset as dataset_cmd
     from robot_rl.app import envs as envs_cmd
     from robot_rl.app import evaluate as eval_cmd
@@ -144,6 +145,11 @@ def _run(cfg: Any) -> int:
             dr.print_reward_train,
         ),
         (reward_cmd.RewardEvalConfig, reward_cmd.run_reward_eval, dr.print_reward_eval),
+        (
+            arm_calibrate.ArmCalibrateConfig,
+            arm_calibrate.run_arm_calibrate,
+            reports.print_arm_calibrate,
+        ),
     )
     for cls, run, report in commands:
         if isinstance(cfg, cls):

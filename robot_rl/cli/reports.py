@@ -142,3 +142,13 @@ def print_envs(result: dict) -> None:
             + "\n".join(f"  {k}: {v}" for k, v in t["rewards"].items())
         )
         console.print(Panel(Text(body), title=t["name"], expand=False))
+
+
+def print_arm_calibrate(result: dict) -> None:
+    """The calibration :func:`run_arm_calibrate` wrote, one line per joint, on stdout."""
+    print(f"wrote {result['out']} ({result['samples']} samples over {result['seconds']} s)")
+    for name, j in result["joints"].items():
+        print(
+            f"  {name:14s} servo {j['servo_id']}: ticks {j['min_ticks']}..{j['max_ticks']} "
+            f"({j['range_deg']} deg), zero {j['offset_ticks']}, direction {j['direction']:+d}"
+        )

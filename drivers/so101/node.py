@@ -1,0 +1,97 @@
+"""The arm bridge node (``drivers.arm_bridge.node``) with the SO-101 backend.
+
+    python -m drivers.so101.node --port /dev/ttyACM0 --calibration so101.json --ns arm
+    python -m drivers.so101.node --port /dev/ttyACM0 --calibration so101.json --ns arm \
+        --ros-args -p max_step_m:=0.02
+
+The contract side carries the SO-101's five joints (:data:`robot_rl.core.arm.SO101`): names on
+``joint_states``, ``joint_pos[5]`` in ``robot_state``, ``status.arm``. Safety limits are the
+read-only ROS 2 parameters of :mod:`drivers.arm_bridge.params`, defaulting to the SO-101's box
+(:data:`drivers.so101.config.SO101_SAFETY`; the FR3-sized defaults would not contain it); the
+``reset_pose`` parameter defaults to the TCP pose at the description's home. An invalid value
+exits with code 2 before the bus is opened; a failed connect (missing servo or calibration,
+named in the log) exits with code 1.
+
+Bus errors (a silent or garbled servo) are not recovered automatically (``auto_recover`` off):
+the backend holds, ``status.last_error`` names the servo, and the ``clear_error`` service (e.g.
+from ``robot-rl record``) resumes once it answers. A loose cable that comes and goes should
+stop the arm until a person has looked, not resume under a running policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+
+from drivers.arm_bridge.core import BridgeConfig
+from drivers.arm_bridge.node import RESET_POSE_PARAM, ArmBridgeNode, exit_bad_parameter
+from drivers.arm_bridge.params import BridgeParamError
+from drivers.so101.backend import So101Backend
+from drivers.so101.config import SO101_SAFETY, So101Config
+
+
+def build_backend(
+    port: str, calibration: str, bridge_hz: float = 50.0, torque_off: bool = False
+) -> So101Backend:
+    """The SO-101 backend as the node runs it."""
+    return So101Backend(
+        So101Config(
+            port=port,
+            calibration=calibration,
+            bridge_hz=bridge_hz,
+            torque_off_on_disconnect=torque_off,
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: connect (configure), activate, spin until Ctrl-C / SIGTERM."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", default="/dev/ttyACM0", help="serial device of the arm's bus")
+    parser.add_argument("--calibration", required=True, help="file from robot-rl arm calibrate")
+    parser.add_argument("--ns", default="arm", help="ROS namespace of the arm")
+    parser.add_argument("--bridge-hz", type=float, default=50.0, help="backend tick rate (Hz)")
+    parser.add_argument(
+        "--torque-off-on-exit",
+        action="store_true",
+        help="switch the servos off at exit (the arm then falls: support it first)",
+    )
+    args, ros_args = parser.parse_known_args(argv)
+    backend = build_backend(args.port, args.calibration, args.bridge_hz, args.torque_off_on_exit)
+    rclpy.init(args=ros_args)
+    try:
+        node = ArmBridgeNode(
+            backend, BridgeConfig(SO101_SAFETY, auto_recover=False), args.ns, arm=backend.config.arm
+        )
+    except BridgeParamError as e:
+        exit_bad_parameter("arm_bridge", e)  # before configure: the bus was never opened
+    node.declare_parameter(RESET_POSE_PARAM, [float(v) for v in backend.home_pose()])
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    code = 0
+    try:
+        if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            node.get_logger().error(f"cannot connect to the SO-101 on {args.port}; exiting")
+            code = 1
+        else:
+            node.trigger_activate()
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        try:
+            node.trigger_shutdown()
+        except Exception:  # noqa: BLE001 - the context may already be shut down (SIGTERM)
+            pass
+        backend.disconnect()  # idempotent: the tick thread must end whatever happened above
+        node.destroy_node()
+        rclpy.try_shutdown()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
