@@ -8,9 +8,10 @@ state must arrive faster than the control rate, and each test move must arrive. 
 1. connect (``--launch`` starts the setup's nodes first) and reset to the setup's start pose;
 2. count ``robot_state`` messages for ``read_s`` (the state rate) and check the joint count;
 3. for each axis x, y, z: command a target ``distance_m`` away (inside the box, the per-step
-   limit applies) at the control rate for ``move_s``, then back; per move: the final tracking
-   error, the time until the TCP covered half the distance (latency + motion), and the largest
-   per-step motion of the TCP;
+   limit applies) once per control tick for ``move_s`` worth of ticks (the env clock's: wall
+   time on a robot, sim time on a lockstep twin), then back; per move: the final tracking
+   error, the time until the TCP covered half the distance (latency + motion; in control
+   ticks), and the largest per-tick motion of the TCP;
 4. a report (JSON-able dict); ``ok`` is False with the reasons when a check failed.
 
 On a real arm, keep the e-stop in reach: the moves are small and slow (the per-step limit), but
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.core.types import ArmCommand
+from robot_rl.core.types import ArmCommand, StaleSensorError
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class ArmCheckConfig:
     """ROS_DOMAIN_ID (None: $ROS_DOMAIN_ID, else 0)."""
     progress: bool = True
     """Print each step as it happens."""
+    json: bool = False
+    """Print the report as one JSON object."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.distance_m <= 0.1:
@@ -63,23 +66,25 @@ def _say(cfg: ArmCheckConfig, text: str) -> None:
         print(f"[arm check] {text}", flush=True)
 
 
-def _move(backend: Any, target: np.ndarray, cfg: ArmCheckConfig, start: np.ndarray) -> dict:
-    """Command ``target`` at the control rate for ``move_s``; what the TCP did."""
+def _move(
+    backend: Any, target: np.ndarray, cfg: ArmCheckConfig, start: np.ndarray, hz: float
+) -> dict:
+    """Command ``target`` once per control tick for ``move_s`` worth of ticks (the env clock's:
+    wall time on a robot, sim time on a lockstep twin); what the TCP did."""
     robot, clock = backend.robot, backend.clock
     gripper = float(robot.read_state().gripper_pos)
     half = 0.5 * float(np.linalg.norm(target[:3] - start[:3]))
-    t0 = time.monotonic()
     t_half = None
     prev = start[:3].copy()
     max_step = 0.0
-    while time.monotonic() - t0 < cfg.move_s:
+    for tick in range(1, max(1, round(cfg.move_s * hz)) + 1):
         robot.send_command(ArmCommand(target, gripper))
         clock.tick()
         pos = robot.read_state().tcp_pose[:3]
         max_step = max(max_step, float(np.linalg.norm(pos - prev)))
         prev = pos
         if t_half is None and np.linalg.norm(pos - start[:3]) >= half:
-            t_half = time.monotonic() - t0
+            t_half = tick / hz
         if np.linalg.norm(pos - target[:3]) < 0.2 * cfg.tolerance_m:
             break
     error = float(np.linalg.norm(robot.read_state().tcp_pose[:3] - target[:3]))
@@ -109,18 +114,30 @@ def run_arm_check(cfg: ArmCheckConfig) -> dict:
         setup, launch=cfg.launch, needs_task_reward=False, domain_id=cfg.domain_id
     )
     try:
-        env.reset(seed=0)
         robot = backend.robot
-        start = robot.read_state()
+        try:
+            env.reset(seed=0)
+            start = robot.read_state()
+        except StaleSensorError as e:  # e.g. the bridge serves another arm than described
+            return {
+                "setup": str(setup.source),
+                "arm": arm.name,
+                "joint_names": list(arm.joint_names),
+                "moves": [],
+                "ok": False,
+                "problems": [f"no usable state from the arm: {e}"],
+            }
         _say(cfg, f"connected; TCP at {np.round(start.tcp_pose[:3], 4).tolist()} m")
-        slot = robot._slot
-        assert slot is not None
-        n0, t0 = slot.count, time.monotonic()
-        time.sleep(cfg.read_s)  # counting arrivals over a window, not waiting for an event
-        rate = (slot.count - n0) / (time.monotonic() - t0)
-        _say(cfg, f"state rate {rate:.1f} Hz (control {setup.control_hz:g} Hz)")
-        if rate < setup.control_hz:
-            problems.append(f"state rate {rate:.1f} Hz is below the control rate")
+        rate = None
+        if setup.clock == "realtime":  # a lockstep twin publishes once per step
+            slot = robot._slot
+            assert slot is not None
+            n0, t0 = slot.count, time.monotonic()
+            time.sleep(cfg.read_s)  # counting arrivals over a window, not waiting for an event
+            rate = (slot.count - n0) / (time.monotonic() - t0)
+            _say(cfg, f"state rate {rate:.1f} Hz (control {setup.control_hz:g} Hz)")
+            if rate < setup.control_hz:
+                problems.append(f"state rate {rate:.1f} Hz is below the control rate")
         joints = int(start.joint_pos.size)
         if joints != arm.num_joints:  # the receiver refuses this; kept for a clear report
             problems.append(f"{joints} joints on the wire, {arm.num_joints} in the description")
@@ -133,8 +150,9 @@ def run_arm_check(cfg: ArmCheckConfig) -> dict:
             room_up, room_down = hi[axis] - here[axis], here[axis] - lo[axis]
             sign = 1.0 if room_up >= room_down else -1.0
             target[axis] += sign * min(cfg.distance_m, max(room_up, room_down) - 0.005)
-            out = _move(backend, target, cfg, here)
-            back = _move(backend, here, cfg, robot.read_state().tcp_pose)
+            hz = setup.control_hz
+            out = _move(backend, target, cfg, here, hz)
+            back = _move(backend, here, cfg, robot.read_state().tcp_pose, hz)
             moves.append({"axis": name, "out": out, "back": back})
             _say(
                 cfg,

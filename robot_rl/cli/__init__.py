@@ -6,7 +6,7 @@ backend before MuJoCo is imported.
 
 Modules:
     main: the tyro parser (:func:`~robot_rl.cli.main.parse`) and entry point (``robot-rl``).
-    commands: the ``dataset`` and ``reward`` subcommand groups.
+    commands: the ``dataset``, ``reward`` and ``arm`` subcommand groups.
     reports, data_reports: what each command prints for a person.
     common: the OpenGL choice, JSON output, the bad-input exit.
     up: the live table of ``robot-rl up`` (the workflow is :mod:`robot_rl.app.up`).
@@ -25,6 +25,8 @@ Subcommands:
     dataset  summarise a dataset (info), export it to the LeRobot format (export), or copy the
              good episodes of a damaged one (salvage).
     reward   success classifiers: twin frames (frames), train, eval, serve (gRPC).
+    arm      bring up an arm: check it through its setup (check), calibrate an SO-101
+             (calibrate).
 
 Rendering: MuJoCo picks its OpenGL backend from ``MUJOCO_GL`` when it is imported. Unless the
 variable is already set, :func:`robot_rl.cli.main.main` sets it to ``osmesa`` (software
@@ -35,6 +37,7 @@ is present, before anything imports MuJoCo. EGL is faster on a GPU machine: expo
 Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
 corrupt dataset or checkpoint; the message says what to change), 3 a required node of the setup
 died (``up``, and commands that started it with ``--launch``: the message names the node, its
-exit status and log, see :mod:`robot_rl.app.supervision`), 1 anything else (a traceback).
+exit status and log, see :mod:`robot_rl.app.supervision`), 4 ``arm check`` found a problem
+(the report says which), 1 anything else (a traceback).
 ``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
 """

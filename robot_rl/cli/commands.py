@@ -9,6 +9,7 @@ from typing import Annotated, Union
 import tyro
 
 from robot_rl.app.arm_calibrate import ArmCalibrateConfig
+from robot_rl.app.arm_check import ArmCheckConfig
 from robot_rl.app.dataset import DatasetExportConfig, DatasetInfoConfig, DatasetSalvageConfig
 from robot_rl.app.reward import (
     RewardEvalConfig,
@@ -51,14 +52,14 @@ def reward_command(
 
 
 ArmCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
+    Annotated[ArmCheckConfig, tyro.conf.subcommand("check")],
     Annotated[ArmCalibrateConfig, tyro.conf.subcommand("calibrate")],
-    Annotated[None, tyro.conf.Suppress],  # keeps a one-member Union from collapsing
 ]
 
 
 def arm_command(
     cmd: Annotated[ArmCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
-) -> ArmCalibrateConfig:
-    """SO-101 arm tools: record its joint ranges into a calibration file (calibrate)."""
-    assert cmd is not None  # the suppressed None is never a choice
+) -> ArmCheckConfig | ArmCalibrateConfig:
+    """Bring up an arm: check it through its setup (check: state rate, joints, small moves and
+    back), or record an SO-101's joint ranges into a calibration file (calibrate)."""
     return cmd

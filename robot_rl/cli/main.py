@@ -9,6 +9,9 @@ from typing import Any
 
 from robot_rl.cli.common import configure_headless_gl, emit_json, error, user_errors
 
+EXIT_CHECK_FAILED = 4
+"""``robot-rl arm check`` ran and a check failed (the report says which)."""
+
 
 def parse(argv: Sequence[str] | None = None) -> Any:
     """Parse ``argv`` (default: ``sys.argv[1:]``) into the subcommand's config, without running
@@ -93,6 +96,19 @@ def _run(cfg: Any) -> int:
             return up.run(cfg)  # the live table is the command line's
         except ValueError as e:  # includes drivers.setup.SetupError
             return error(str(e))
+
+    from robot_rl.app import arm_check
+
+    if isinstance(cfg, arm_check.ArmCheckConfig):
+        try:
+            result = arm_check.run_arm_check(cfg)
+        except (*user_errors(), TimeoutError) as e:  # TimeoutError: no bridge
+            return error(f"{type(e).__name__}: {e}")
+        if cfg.json:
+            emit_json(result)
+        else:
+            reports.print_arm_check(result)
+        return 0 if result["ok"] else EXIT_CHECK_FAILED
 
     from robot_rl.app import rehearse
 

@@ -152,3 +152,25 @@ def print_arm_calibrate(result: dict) -> None:
             f"  {name:14s} servo {j['servo_id']}: ticks {j['min_ticks']}..{j['max_ticks']} "
             f"({j['range_deg']} deg), zero {j['offset_ticks']}, direction {j['direction']:+d}"
         )
+
+
+def print_arm_check(result: dict) -> None:
+    """What :func:`robot_rl.app.arm_check.run_arm_check` measured, and its verdict."""
+    print(
+        f"{result['setup']}: arm {result['arm']} ({len(result['joint_names'])} joints: "
+        f"{', '.join(result['joint_names'])})"
+    )
+    if result.get("state_rate_hz") is not None:
+        rate, control = result["state_rate_hz"], result["control_hz"]
+        print(f"  state rate {rate:.1f} Hz (control {control:g} Hz)")
+    for m in result["moves"]:
+        out, back = m["out"], m["back"]
+        print(
+            f"  {m['axis']}: out {out['error_mm']:.1f} mm, back {back['error_mm']:.1f} mm from "
+            f"target; half-way {out['half_way_s'] or float('nan'):.2f} s; largest TCP step "
+            f"{max(out['max_tcp_step_mm'], back['max_tcp_step_mm']):.1f} mm"
+        )
+    if result["ok"]:
+        print("ok: the arm answers, moves where it is told and comes back")
+    else:
+        print("FAILED:\n" + "\n".join(f"  {p}" for p in result["problems"]))
