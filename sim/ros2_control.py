@@ -1,0 +1,170 @@
+"""The twin's arm as a ros2_control-driven arm presents itself, plain Python (no ROS):
+:class:`ControlledArm` checks and applies the controllers' commands and runs the command
+watchdog; ``sim/ros2_control_node.py`` is its ROS 2 adapter.
+
+Joint commands (``joint_trajectory_controller``, forward position controller) become the twin's
+joint servo goals (:mod:`sim.joint_servo`); a Cartesian target (a compliant Cartesian
+controller's) becomes the twin's TCP target, which the twin turns into joint goals by IK at its
+bridge rate. A command with other joint names than the arm's, a wrong length, NaN/inf or a goal
+outside the joint limits is refused and counted, never executed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from robot_rl.core.safety import CommandWatchdog
+from sim.world import SimWorld
+
+INTERFACES = ("joint", "cartesian")
+"""``joint``: joint trajectory / position controllers; ``cartesian``: a Cartesian target."""
+GRIPPER_JOINT = "robotiq_85_left_knuckle_joint"
+GRIPPER_CLOSED_RAD = 0.8
+"""The gripper in driver units: a Robotiq 2F-85's knuckle, 0 rad open .. 0.8 rad closed."""
+RESYNC_RAD = 0.1
+"""After a scene reset, joint commands further than this from the arm are dropped (rad) ..."""
+RESYNC_M = 0.02
+"""... and Cartesian targets further than this from the TCP (m)."""
+
+
+class ControlledArm:
+    """The twin's arm as ros2_control presents it (plain Python): checks and applies commands,
+    runs the command watchdog. Call under the node's physics lock.
+
+    Args:
+        world: The twin (its servos in ``joint``; its Cartesian target in ``cartesian``).
+        interface: One of :data:`INTERFACES`.
+        watchdog_s: Hold after this long without an arm command, sim seconds.
+    """
+
+    def __init__(self, world: SimWorld, interface: str, watchdog_s: float) -> None:
+        if interface not in INTERFACES:
+            raise ValueError(f"interface {interface!r}: choose one of {INTERFACES}")
+        if interface == "joint" and world.servo is None:
+            raise ValueError(
+                f"the {world.arm.name} twin is torque-controlled (impedance); use --interface "
+                "cartesian"
+            )
+        self.world, self.interface, self.arm = world, interface, world.arm
+        self.low = np.asarray(self.arm.joint_low_rad)
+        self.high = np.asarray(self.arm.joint_high_rad)
+        self.watchdog = CommandWatchdog(watchdog_s)
+        self.accepted = 0
+        self.refused = 0
+        self.last_refusal: str | None = None
+        self.watchdog_holds = 0
+        self.dropped_after_reset = 0
+        self._resync = False
+
+    def refuse(self, why: str) -> bool:
+        """Count a refused command (also one the node could not decode); returns False."""
+        self.refused += 1
+        self.last_refusal = why
+        return False
+
+    def _accept(self, now_s: float) -> bool:
+        self.accepted += 1
+        self.watchdog.feed(now_s)
+        return True
+
+    def _checked(self, names: Sequence[str], positions: Sequence[float]) -> np.ndarray | str:
+        """Joint goals (N,) in the arm's order, or why they are refused."""
+        names, wanted = list(names), list(self.arm.joint_names)
+        if sorted(names) != sorted(wanted):
+            return f"joint names {names}: the controller's joints are {wanted}"
+        if len(positions) != len(names):
+            return f"{len(positions)} positions for {len(names)} joints"
+        q = np.asarray(positions, dtype=np.float64)[[names.index(j) for j in wanted]]
+        if not np.all(np.isfinite(q)):
+            return f"a joint position is not finite: {q}"
+        out = np.flatnonzero((q < self.low) | (q > self.high))
+        if out.size:
+            i = int(out[0])
+            return (
+                f"joint {wanted[i]!r} goal {q[i]:.4f} rad is outside [{self.low[i]:.4f}, "
+                f"{self.high[i]:.4f}]"
+            )
+        return q
+
+    def joint_goal(self, names: Sequence[str], positions: Sequence[float], now_s: float) -> bool:
+        """Servo goals from ``positions`` under ``names`` (any order); False if refused."""
+        return self.trajectory(names, [positions], now_s)
+
+    def trajectory(
+        self, names: Sequence[str], points: Sequence[Sequence[float]], now_s: float
+    ) -> bool:
+        """A ``JointTrajectory``: every point checked, the last one executed; False if refused."""
+        if not points:
+            return self.refuse("a trajectory without points")
+        for positions in points:
+            q = self._checked(names, positions)
+            if isinstance(q, str):
+                return self.refuse(q)
+        assert self.world.servo is not None
+        if self._stale_after_reset(float(np.max(np.abs(q - self.world.joint_pos()))), RESYNC_RAD):
+            return False
+        self.world.servo.set_goal(q)
+        return self._accept(now_s)
+
+    def cartesian_target(self, pose: np.ndarray, now_s: float) -> bool:
+        """The Cartesian target ``T_base_tcp`` (7,), already decoded (unit quaternion)."""
+        if pose.shape != (7,) or not np.all(np.isfinite(pose)):
+            return self.refuse(f"target pose is not a finite (7,): {pose}")
+        if self._stale_after_reset(
+            float(np.linalg.norm(pose[:3] - self.world.tcp_pose()[:3])), RESYNC_M
+        ):
+            return False
+        self.world.set_target(pose)
+        return self._accept(now_s)
+
+    def scene_reset(self) -> None:
+        """After the arm was teleported (``task/reset``): the watchdog is off, and arm commands
+        far from the new pose are dropped (counted in ``dropped_after_reset``) until one near
+        it arrives: they were meant for the old pose (no real arm teleports; the commander
+        needs a moment to notice)."""
+        self.watchdog.reset()
+        self._resync = True
+
+    def _stale_after_reset(self, distance: float, tolerance: float) -> bool:
+        if not self._resync:
+            return False
+        if distance > tolerance:
+            self.dropped_after_reset += 1
+            return True
+        self._resync = False
+        return False
+
+    def gripper(self, value: float) -> bool:
+        """Gripper command in knuckle rad (clipped to 0..0.8)."""
+        if not math.isfinite(value):
+            return self.refuse(f"gripper command {value} is not finite")
+        self.world.set_gripper_target(min(max(value, 0.0), GRIPPER_CLOSED_RAD) / GRIPPER_CLOSED_RAD)
+        return True
+
+    def tick(self, now_s: float) -> None:
+        """Every state period: hold once when the command stream stopped."""
+        if self.watchdog.expired(now_s):
+            self.watchdog.reset()
+            self.watchdog_holds += 1
+            self.hold()
+
+    def hold(self) -> None:
+        """Stop where the arm is (servo goals at the motors; Cartesian target at the TCP)."""
+        servo = self.world.servo
+        if self.interface == "joint" and servo is not None:
+            servo.set_goal(servo.motor.copy())
+        else:
+            self.world.set_target(self.world.tcp_pose())
+
+    def status(self) -> dict:
+        return {
+            "interface": self.interface,
+            "accepted": self.accepted,
+            "refused": self.refused,
+            "last_refusal": self.last_refusal,
+            "watchdog_holds": self.watchdog_holds,
+            "dropped_after_reset": self.dropped_after_reset,
+        }
