@@ -2,6 +2,7 @@
 
     python -m drivers.ros2_arm.node --mode joint --arm ur5e --ns arm
     python -m drivers.ros2_arm.node --mode joint --arm ur5e --joint-interface position
+    python -m drivers.ros2_arm.node --mode joint --setup my_arm.yaml   # the setup's arm:
     python -m drivers.ros2_arm.node --mode cartesian --arm ur5e --tcp-pose-topic \
         /tcp_pose_broadcaster/pose --ros-args -p workspace_high_m:=[0.7,0.28,0.35]
 
@@ -36,6 +37,7 @@ from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter
 from drivers.arm_bridge.params import BridgeParamError
 from drivers.ros2_arm.backend import Ros2ArmBackend
 from drivers.ros2_arm.config import JOINT_INTERFACES, MODES, Ros2ArmConfig
+from drivers.setup import load_setup
 from robot_rl.core.arm import ArmDescription, builtin_arm
 from robot_rl.core.safety import SafetyConfig
 
@@ -56,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = Ros2ArmConfig.__dataclass_fields__
     p.add_argument("--mode", choices=MODES, required=True, help="joint (IK here) or cartesian")
     p.add_argument("--arm", default="ur5e", help="built-in arm kind (robot_rl.core.arm)")
+    p.add_argument(
+        "--setup",
+        default=None,
+        help="a setup YAML whose arm: describes the arm (overrides --arm; your own arm)",
+    )
     p.add_argument("--kinematics", default=None, help="URDF or MJCF of the arm (IK, FK)")
     p.add_argument("--ns", default="arm", help="ROS namespace of the contract side")
     p.add_argument("--joint-interface", choices=JOINT_INTERFACES, default="trajectory")
@@ -86,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Ros2ArmConfig:
     """The backend's config from the parsed flags (ValueError says what to change)."""
-    arm = builtin_arm(args.arm)
+    arm = load_setup(args.setup).arm if args.setup else builtin_arm(args.arm)
     kinematics = args.kinematics or default_kinematics(arm)
     backend_kind = "ros2_joint" if args.mode == "joint" else "ros2_cartesian"
     return Ros2ArmConfig(
