@@ -35,6 +35,8 @@ class BenchConfig:
 
     task: str = "pick_cube"
     """Twin task."""
+    arm: str = "fr3"
+    """The twin's arm kind (fr3, ur5e)."""
     obs: Literal["state", "pixels"] = "state"
     """Observation mode."""
     seeds: int = 3
@@ -112,7 +114,11 @@ def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
     steps = cfg.steps or (20_000 if pixels else 10_000)
     n_demos = cfg.demos
     env = LearnerEnvConfig(
-        task=cfg.task, obs=cfg.obs, image_size=cfg.image_size, task_reward=cfg.task_reward
+        task=cfg.task,
+        obs=cfg.obs,
+        image_size=cfg.image_size,
+        task_reward=cfg.task_reward,
+        arm=cfg.arm,
     )
     demos = root / f"demos_{seed}.zarr"
     t0 = time.perf_counter()
