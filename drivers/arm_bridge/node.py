@@ -58,7 +58,7 @@ from rclpy.callback_groups import (
     MutuallyExclusiveCallbackGroup,
     ReentrantCallbackGroup,
 )
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -473,6 +473,48 @@ def exit_bad_parameter(node_name: str, error: BridgeParamError) -> NoReturn:
     rclpy.logging.get_logger(node_name).fatal(f"invalid parameter, not starting: {error}")
     rclpy.try_shutdown()
     sys.exit(EXIT_BAD_PARAMETER)
+
+
+def spin_bridge(node: ArmBridgeNode, unreachable: str, ready: str | None = None) -> int:
+    """Run a bridge node's life: configure (connect the backend), activate, spin until Ctrl-C /
+    SIGTERM; then shut the node down, disconnect the backend (idempotent: a backend's own
+    threads must end whatever happened), destroy the node and shut rclpy down. The one main
+    loop of every bridge node (Franka, generic ROS 2, SO-101).
+
+    Args:
+        node: The bridge node (rclpy initialised, the backend not yet connected).
+        unreachable: Logged when the backend cannot connect ("cannot reach ...").
+        ready: Logged once connected (None: nothing).
+
+    Returns:
+        The process exit code: 0, or 1 when the backend could not connect.
+    """
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    code = 0
+    try:
+        if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            node.get_logger().error(f"{unreachable}; exiting")
+            code = 1
+        else:
+            if ready:
+                node.get_logger().info(ready)
+            node.trigger_activate()
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:  # SIGTERM shut the context down while the executor built its wait set
+        if rclpy.ok():
+            raise
+    finally:
+        try:
+            node.trigger_shutdown()
+        except Exception:  # noqa: BLE001 - the context may already be shut down (SIGTERM)
+            pass
+        node.backend.disconnect()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return code
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,11 +23,9 @@ import sys
 from dataclasses import replace
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.lifecycle import TransitionCallbackReturn
 
 from drivers.arm_bridge.core import BridgeConfig
-from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter
+from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter, spin_bridge
 from drivers.arm_bridge.params import BridgeParamError
 from drivers.franka.backend import FrankaBackend, FrankaConfig
 from drivers.franka.gripper import GripperConfig
@@ -61,26 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     # A launch file may give the address as ROS parameter ``robot_ip`` (it wins over the flag).
     robot_ip = str(node.declare_parameter("robot_ip", args.robot_ip).value)
     backend.config = replace(backend.config, robot_ip=robot_ip)
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    code = 0
-    try:
-        if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            node.get_logger().error(f"cannot connect to the FR3 at {robot_ip}; exiting")
-            code = 1
-        else:
-            node.trigger_activate()
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        try:
-            node.trigger_shutdown()
-        except Exception:  # noqa: BLE001 - the context may already be shut down (SIGTERM)
-            pass
-        backend.disconnect()  # idempotent: the torque loop must end whatever happened above
-        node.destroy_node()
-        rclpy.try_shutdown()
+    code = spin_bridge(node, f"cannot connect to the FR3 at {robot_ip}")
     sys.exit(code)
 
 

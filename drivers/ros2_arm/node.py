@@ -29,11 +29,9 @@ import sys
 from pathlib import Path
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.lifecycle import TransitionCallbackReturn
 
 from drivers.arm_bridge.core import BridgeConfig
-from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter
+from drivers.arm_bridge.node import ArmBridgeNode, exit_bad_parameter, spin_bridge
 from drivers.arm_bridge.params import BridgeParamError
 from drivers.ros2_arm.backend import Ros2ArmBackend
 from drivers.ros2_arm.config import JOINT_INTERFACES, MODES, Ros2ArmConfig
@@ -141,32 +139,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     except BridgeParamError as e:
         exit_bad_parameter("arm_bridge", e)  # before configure: the driver was never contacted
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    code = 0
-    try:
-        if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            node.get_logger().error(f"cannot reach the {config.arm.name} driver; exiting")
-            code = 1
-        else:
-            node.get_logger().info(
-                f"arm bridge ready: {config.arm.name}, {config.mode} mode, ns=/{args.ns}"
-            )
-            node.trigger_activate()
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:  # SIGTERM shut the context down while the executor built its wait set
-        if rclpy.ok():
-            raise
-    finally:
-        try:
-            node.trigger_shutdown()
-        except Exception:  # noqa: BLE001 - the context may already be shut down (SIGTERM)
-            pass
-        backend.disconnect()  # idempotent
-        node.destroy_node()
-        rclpy.try_shutdown()
+    code = spin_bridge(
+        node,
+        f"cannot reach the {config.arm.name} driver",
+        ready=f"arm bridge ready: {config.arm.name}, {config.mode} mode, ns=/{args.ns}",
+    )
     sys.exit(code)
 
 

@@ -24,11 +24,14 @@ import argparse
 import sys
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.lifecycle import TransitionCallbackReturn
 
 from drivers.arm_bridge.core import BridgeConfig
-from drivers.arm_bridge.node import RESET_POSE_PARAM, ArmBridgeNode, exit_bad_parameter
+from drivers.arm_bridge.node import (
+    RESET_POSE_PARAM,
+    ArmBridgeNode,
+    exit_bad_parameter,
+    spin_bridge,
+)
 from drivers.arm_bridge.params import BridgeParamError
 from drivers.so101.backend import So101Backend
 from drivers.so101.config import SO101_SAFETY, So101Config
@@ -70,26 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     except BridgeParamError as e:
         exit_bad_parameter("arm_bridge", e)  # before configure: the bus was never opened
     node.declare_parameter(RESET_POSE_PARAM, [float(v) for v in backend.home_pose()])
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    code = 0
-    try:
-        if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            node.get_logger().error(f"cannot connect to the SO-101 on {args.port}; exiting")
-            code = 1
-        else:
-            node.trigger_activate()
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        try:
-            node.trigger_shutdown()
-        except Exception:  # noqa: BLE001 - the context may already be shut down (SIGTERM)
-            pass
-        backend.disconnect()  # idempotent: the tick thread must end whatever happened above
-        node.destroy_node()
-        rclpy.try_shutdown()
+    code = spin_bridge(node, f"cannot connect to the SO-101 on {args.port}")
     sys.exit(code)
 
 
