@@ -51,6 +51,30 @@ def default_kinematics(arm: ArmDescription) -> str | None:
     return str(path) if path.is_file() else None
 
 
+_TEXT_FLAGS = (
+    "joint_states_topic",
+    "tcp_pose_topic",
+    "wrench_topic",
+    "trajectory_topic",
+    "position_topic",
+    "target_pose_topic",
+    "gripper_command_topic",
+    "gripper_state_topic",
+    "gripper_joint",
+)
+"""Ros2ArmConfig fields given as text flags (``--joint-states-topic`` ...)."""
+_NUMBER_FLAGS = (
+    "gripper_offset",
+    "gripper_scale",
+    "bridge_hz",
+    "trajectory_horizon_ticks",
+    "max_state_age_s",
+    "max_tracking_error_rad",
+    "connect_timeout_s",
+)
+"""Ros2ArmConfig fields given as number flags."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     d = Ros2ArmConfig.__dataclass_fields__
@@ -64,27 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinematics", default=None, help="URDF or MJCF of the arm (IK, FK)")
     p.add_argument("--ns", default="arm", help="ROS namespace of the contract side")
     p.add_argument("--joint-interface", choices=JOINT_INTERFACES, default="trajectory")
-    for flag in (
-        "joint_states_topic",
-        "tcp_pose_topic",
-        "wrench_topic",
-        "trajectory_topic",
-        "position_topic",
-        "target_pose_topic",
-        "gripper_command_topic",
-        "gripper_state_topic",
-        "gripper_joint",
-    ):
+    for flag in _TEXT_FLAGS:
         p.add_argument("--" + flag.replace("_", "-"), default=d[flag].default)
-    for flag in (
-        "gripper_offset",
-        "gripper_scale",
-        "bridge_hz",
-        "trajectory_horizon_ticks",
-        "max_state_age_s",
-        "max_tracking_error_rad",
-        "connect_timeout_s",
-    ):
+    for flag in _NUMBER_FLAGS:
         p.add_argument("--" + flag.replace("_", "-"), type=float, default=d[flag].default)
     return p
 
@@ -99,27 +105,7 @@ def config_from_args(args: argparse.Namespace) -> Ros2ArmConfig:
         mode=args.mode,
         kinematics=kinematics,
         joint_interface=args.joint_interface,
-        **{
-            k: getattr(args, k)
-            for k in (
-                "joint_states_topic",
-                "tcp_pose_topic",
-                "wrench_topic",
-                "trajectory_topic",
-                "position_topic",
-                "target_pose_topic",
-                "gripper_command_topic",
-                "gripper_state_topic",
-                "gripper_joint",
-                "gripper_offset",
-                "gripper_scale",
-                "bridge_hz",
-                "trajectory_horizon_ticks",
-                "max_state_age_s",
-                "max_tracking_error_rad",
-                "connect_timeout_s",
-            )
-        },
+        **{k: getattr(args, k) for k in _TEXT_FLAGS + _NUMBER_FLAGS},
     )
 
 

@@ -281,6 +281,31 @@ def test_cartesian_mode_publishes_targets_and_interpolates_moves() -> None:
     np.testing.assert_allclose(poses[-1], goal, atol=1e-9)
 
 
+def test_the_node_takes_a_users_arm_from_a_setup_file(tmp_path) -> None:
+    """``--setup`` reads the arm's description from the setup's ``arm:`` (a user's own arm, or a
+    built-in with overrides); a bad one is refused with the file and key."""
+    import yaml
+
+    from drivers.ros2_arm.node import build_parser, config_from_args
+
+    home = [3.1, -1.5, 1.8, -1.8, -1.5, -1.5]
+    setup = {
+        "robot": "hardware",
+        "task": "t",
+        "arm": {"kind": "ur5e", "home_q_rad": home},
+        "reset_pose": [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0],
+        "nodes": [{"name": "arm_bridge", "module": "drivers.ros2_arm.node"}],
+    }
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(setup))
+    cfg = config_from_args(build_parser().parse_args(["--mode", "joint", "--setup", str(path)]))
+    assert cfg.arm.home_q_rad == tuple(home) and cfg.arm.backend == "ros2_joint"
+    setup["arm"] = {"kind": "ur5e", "home_q_rad": home[:5]}
+    path.write_text(yaml.safe_dump(setup))
+    with pytest.raises(ValueError, match=r"mine.yaml: arm.home_q_rad: .* has 5 values"):
+        config_from_args(build_parser().parse_args(["--mode", "joint", "--setup", str(path)]))
+
+
 def test_config_errors_say_what_to_change() -> None:
     with pytest.raises(ValueError, match="--kinematics"):
         Ros2ArmConfig(arm=UR5E, mode="joint")
