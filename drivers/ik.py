@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,3 +267,28 @@ class DiffIK:
         # The QP's bounds hold to solver tolerance; make them exact.
         dq = np.clip(dq, -self.max_step_rad, self.max_step_rad)
         return np.clip(q + dq, lo, hi)
+
+
+def joint_goal_solver(
+    kinematics: str | Path | None, arm: ArmDescription, rate_hz: float
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The joint-goal solver of an arm in joint mode: one :class:`DiffIK` tick at ``rate_hz``
+    with the arm's defaults (:meth:`DiffIKConfig.for_arm`), ``(q (N,), T_base_tool target (7,))
+    -> next joint goal (N,)``. What the twin of a joint-controlled arm runs at its bridge rate
+    (``sim.twin_arms.TwinArm``: ``kinematics``, ``arm``, ``bridge_hz``), so that it exercises
+    the IK a real arm in joint mode runs.
+
+    Args:
+        kinematics: The arm's kinematics file (:func:`load_kinematics`).
+        arm: The arm's description.
+        rate_hz: The tick rate, Hz.
+
+    Raises:
+        ValueError: No kinematics file, or a rate that is not positive.
+        KinematicsError: The file does not match the description.
+    """
+    if kinematics is None:
+        raise ValueError(f"the {arm.name} arm names no kinematics file for its IK")
+    if not rate_hz > 0:
+        raise ValueError(f"the IK rate must be positive, got {rate_hz} Hz")
+    return DiffIK(kinematics, arm, DiffIKConfig.for_arm(arm, 1 / rate_hz)).step

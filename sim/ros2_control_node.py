@@ -63,22 +63,15 @@ from std_msgs.msg import Float64, Float64MultiArray, Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from drivers.ik import DiffIK, DiffIKConfig
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from sim.backend import TASKS, make_sim_backend
 from sim.config import SimConfig
 from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
 from sim.ros2_control import GRIPPER_CLOSED_RAD, GRIPPER_JOINT, INTERFACES, ControlledArm
-from sim.ros_node import camera_info
-from sim.twin_arms import TwinArm
+from sim.ros_node import camera_info, twin_joint_ik
 
 DRIVER_QOS = QoSProfile(depth=10)  # reliable, volatile: rclcpp's default, as ros2_control's
-
-
-def _joint_ik(arm: TwinArm):
-    assert arm.kinematics is not None
-    return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 1 / arm.bridge_hz)).step
 
 
 class Ros2ControlTwinNode(Node):
@@ -103,7 +96,7 @@ class Ros2ControlTwinNode(Node):
             1 / sim_cfg.sim_hz, 1 / args.state_hz, args.state_hz, args.camera_hz
         )
         super().__init__("twin", namespace=args.ns)
-        self.sim = make_sim_backend(args.task, sim_cfg, EnvConfig(), joint_ik=_joint_ik)
+        self.sim = make_sim_backend(args.task, sim_cfg, EnvConfig(), joint_ik=twin_joint_ik)
         world = self.sim.world
         if args.interface == "joint":
             world.joint_goal_solver = None  # joint goals come from the controller topics

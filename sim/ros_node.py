@@ -86,7 +86,7 @@ from drivers.arm_bridge.node import (
     exit_bad_parameter,
 )
 from drivers.arm_bridge.params import BridgeParamError, declare_safety_parameters, describe_safety
-from drivers.ik import DiffIK, DiffIKConfig
+from drivers.ik import joint_goal_solver
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
@@ -98,10 +98,10 @@ from sim.scoring import EpisodeScores
 from sim.twin_arms import TwinArm
 
 
-def _twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """A joint-controlled twin arm's bridge IK: the robot side's (:mod:`drivers.ik`)."""
-    assert arm.kinematics is not None
-    return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 1 / arm.bridge_hz)).step
+def twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A joint-controlled twin arm's bridge IK: the robot side's
+    (:func:`drivers.ik.joint_goal_solver`, as ``robot_rl.app.build.twin_joint_ik``)."""
+    return joint_goal_solver(arm.kinematics, arm.arm, arm.bridge_hz)
 
 
 MODES = ("lockstep", "realtime")
@@ -229,7 +229,7 @@ class TwinNode(Node):
             )
         super().__init__("twin", namespace=namespace)
         safety = declare_safety_parameters(self, TASKS[task].default_safety)
-        backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety, joint_ik=_twin_joint_ik)
+        backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety, joint_ik=twin_joint_ik)
         self.sim = backend
         self.twin_id = secrets.token_hex(4)
         """Random per process: tells this twin's answers from another twin's."""

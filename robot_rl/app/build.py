@@ -192,13 +192,11 @@ def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[Env
 
 def twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """The differential IK a joint-controlled twin arm runs at its bridge rate: the generic
-    ROS 2 backend's (:class:`drivers.ik.DiffIK`) on the arm's kinematics file, so that the
-    twin exercises the IK a real arm in joint mode runs."""
-    from drivers.ik import DiffIK, DiffIKConfig
+    ROS 2 backend's (:func:`drivers.ik.joint_goal_solver`) on the arm's kinematics file, so
+    that the twin exercises the IK a real arm in joint mode runs."""
+    from drivers.ik import joint_goal_solver
 
-    if arm.kinematics is None:
-        raise ValueError(f"the {arm.arm.name} twin arm names no kinematics file for its IK")
-    return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 1 / arm.bridge_hz)).step
+    return joint_goal_solver(arm.kinematics, arm.arm, arm.bridge_hz)
 
 
 def make_env(

@@ -12,7 +12,13 @@ import pytest
 
 pytest.importorskip("mink", reason="pip install -e '.[arms]' (mink: differential IK)")
 
-from drivers.ik import DiffIK, DiffIKConfig, KinematicsError, load_kinematics  # noqa: E402
+from drivers.ik import (  # noqa: E402
+    DiffIK,
+    DiffIKConfig,
+    KinematicsError,
+    joint_goal_solver,
+    load_kinematics,
+)
 from robot_rl.core import frames  # noqa: E402
 from robot_rl.core.arm import FR3, SO101, UR5E  # noqa: E402
 
@@ -150,3 +156,18 @@ def test_a_measured_position_a_hair_outside_its_limit_is_taken_back_inside() -> 
     step = np.abs(nxt - np.clip(q, -7, np.pi))
     assert nxt[2] <= np.pi and np.all(step <= ik.max_step_rad + 1e-12)
     assert ik.failures == 0
+
+
+def test_the_joint_goal_solver_is_one_ik_tick_at_the_rate_and_refuses_no_file() -> None:
+    """:func:`drivers.ik.joint_goal_solver` (what the twin of a joint arm runs, in and out of
+    ROS 2) ticks exactly as a DiffIK at ``1 / rate_hz`` with the arm's defaults."""
+    solve = joint_goal_solver(MODELS / "ur5e.xml", UR5E, 100.0)
+    ik = _ik("ur5e")
+    q = np.array(UR5E.home_q_rad)
+    target = ik.fk(q)
+    target[:3] += [0.05, -0.03, 0.02]
+    np.testing.assert_array_equal(solve(q, target), ik.step(q, target))
+    with pytest.raises(ValueError, match="names no kinematics file"):
+        joint_goal_solver(None, UR5E, 100.0)
+    with pytest.raises(ValueError, match="rate must be positive"):
+        joint_goal_solver(MODELS / "ur5e.xml", UR5E, 0.0)
