@@ -64,7 +64,8 @@ run "pytest -m 'not slow' (2 shards at once)" pytest_shards
 
 # Rendering in every process that renders (direct env, twin node, videos) under EGL too.
 EGL_TESTS=(tests/drivers/test_twin_node.py tests/drivers/test_flood.py tests/sim/test_render.py
-           tests/test_env_checker.py tests/drivers/test_ros2_arm.py)
+           tests/test_env_checker.py tests/drivers/test_ros2_arm_core.py
+           tests/drivers/test_ros2_arm_node.py)
 if MUJOCO_GL=egl "$BIN/python" -c 'import mujoco; mujoco.GLContext(8, 8).make_current()' \
     >/dev/null 2>&1; then
   run "pytest rendering + ROS twin under MUJOCO_GL=egl" \

@@ -179,10 +179,10 @@ def start_graph(
         twin = [PYTHON, "-m", "sim.ros2_control_node", "--arm", "ur5e", "--task", "pick_cube"]
         twin += ["--interface", mode, "--cameras"]
         bridge = [PYTHON, "-m", "drivers.ros2_arm.node", "--mode", mode, "--arm", "ur5e"]
-        # State age 1 s, not the 0.1 s default (0.3 s in test_ros2_arm.py): the twin driver
+        # State age 1 s, not the 0.1 s default (0.3 s in test_ros2_arm_node.py): the twin driver
         # shares 2 loaded cores, and its joint_states paused 0.33-0.38 s here at load 7, which
         # the bridge rightly takes for a dead driver (it fails the reset under way). Staleness
-        # is tested in test_ros2_arm.py; here it would only test the machine.
+        # is tested in test_ros2_arm_core.py; here it would only test the machine.
         bridge += ["--connect-timeout-s", "60", "--max-state-age-s", "1.0", *UR_GRIPPER_FLAGS]
         if mode == "cartesian":
             bridge += ["--tcp-pose-topic", "/tcp_pose_broadcaster/pose"]
