@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -124,6 +124,39 @@ TASKS: dict[str, TaskInfo] = {
 }
 
 
+ARM_TASKS: dict[str, tuple[str, ...]] = {"so101": ("pick_cube", "reach")}
+"""Arms of the twin that cannot do every task, and the tasks they do (the others: all).
+The SO-101-class arm has no peg_insert: a 3 mm-clearance insertion with a peg held in a
+one-sided jaw needs positioning that its servos' 0.6 deg of play (about 2 mm at the tool)
+and its 5 joints (no free tilt about the approach axis' normal) do not give."""
+
+
+def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
+    """:data:`TASKS` ``[task_name]`` for the twin's arm ``arm``: its safety box and action scale
+    mapped by the arm's :class:`~sim.layout.TaskLayout` (unchanged for the FR3 and UR5e).
+
+    Raises:
+        ValueError: Unknown task or arm, or a task the arm does not do (:data:`ARM_TASKS`).
+    """
+    if task_name not in TASKS:
+        raise ValueError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    info = TASKS[task_name]
+    allowed = ARM_TASKS.get(arm)
+    if allowed is not None and task_name not in allowed:
+        raise ValueError(
+            f"the {arm} twin does not do {task_name!r}; it does {', '.join(allowed)} "
+            "(see docs/arms.md)"
+        )
+    layout = twin_arm(arm).layout
+    if layout.identity:
+        return info
+    return replace(
+        info,
+        default_safety=layout.safety(info.default_safety),
+        action_scale_m=layout.length(info.action_scale_m),
+    )
+
+
 @dataclass
 class SimBackend:
     """Everything the composition root needs to build a :class:`RobotEnv` on the twin."""
@@ -180,8 +213,10 @@ def make_sim_backend(
             f"action delay {sim_cfg.action_delay_s * 1e3:g} ms must be shorter than the control "
             f"period ({period_s * 1e3:g} ms at {env_cfg.control_hz:g} Hz)"
         )
-    task: SimTask = _load(info.task_class)()
     arm = twin_arm(sim_cfg.arm)
+    info = task_info(task_name, sim_cfg.arm)
+    task: SimTask = _load(info.task_class)()
+    task.layout = arm.layout
     world = SimWorld(sim_cfg, [task.mjcf_fragment()], controller_cfg, arm)
     if arm.control == "joint":
         if joint_ik is None:

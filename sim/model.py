@@ -31,16 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.core import kinematics as kin
+from sim.gripper import FINGER_MAX_M, GripperMjcf, parallel_mjcf
 
 TABLE_TOP_Z_M = 0.0
 TABLE_X_RANGE_M = (-0.2, 1.0)
 TABLE_Y_RANGE_M = (-0.6, 0.6)
 FLOOR_Z_M = -0.75
 
-FINGER_MAX_M = 0.04
-"""Largest travel of each finger (half the maximum opening), metres."""
-GRIP_FORCE_N = 70.0
-"""Largest squeezing force of the gripper servo, N."""
 HAND_MASS_KG = 0.73
 FINGER_MASS_KG = 0.1
 FINGER_ARMATURE = 0.5
@@ -190,6 +187,8 @@ def build_mjcf(
     offscreen_height: int = 128,
     arm_xml: str | None = None,
     motors_xml: str | None = None,
+    gripper: GripperMjcf | None = None,
+    front_camera: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> str:
     """The complete scene MJCF.
 
@@ -201,6 +200,9 @@ def build_mjcf(
         arm_xml: The arm's base body (at the world origin) with its links and the hand
             (:func:`hand_xml`); None: the FR3 (:func:`fr3_arm_xml`).
         motors_xml: One torque ``<motor>`` per arm joint; None: the FR3's.
+        gripper: The gripper's scene-level MJCF (:mod:`sim.gripper`); None: the parallel hand's.
+        front_camera: ``(position, look-at point)`` of camera ``front``, metres; None:
+            :data:`FRONT_CAMERA_POS_M` looking at :data:`FRONT_CAMERA_TARGET_M`.
     """
     cat = lambda field: "\n".join(getattr(f, field) for f in fragments)  # noqa: E731
     tx = 0.5 * (TABLE_X_RANGE_M[0] + TABLE_X_RANGE_M[1])
@@ -208,8 +210,8 @@ def build_mjcf(
     hy = 0.5 * (TABLE_Y_RANGE_M[1] - TABLE_Y_RANGE_M[0])
     motors = fr3_motors_xml() if motors_xml is None else motors_xml
     arm = fr3_arm_xml() if arm_xml is None else arm_xml
-    opening = 2 * FINGER_MAX_M
-    kp = 2.0 * GRIP_FORCE_N / FINGER_MAX_M  # saturates before a 4 cm object stops the fingers
+    grip = parallel_mjcf() if gripper is None else gripper
+    cam_pos, cam_target = front_camera or (FRONT_CAMERA_POS_M, FRONT_CAMERA_TARGET_M)
     return f"""
 <mujoco model="fr3_twin">
   <compiler angle="radian" autolimits="true"/>
@@ -245,29 +247,25 @@ def build_mjcf(
           rgba="0.35 0.37 0.4 1" contype="1" conaffinity="3"/>
     <geom name="table" type="box" size="{hx} {hy} 0.025" pos="{tx} 0 {TABLE_TOP_Z_M - 0.025}"
           rgba="0.62 0.52 0.42 1" contype="1" conaffinity="3" condim="3"/>
-    <camera name="front" pos="{_v(FRONT_CAMERA_POS_M)}" fovy="50"
-            xyaxes="{lookat_xyaxes(FRONT_CAMERA_POS_M, FRONT_CAMERA_TARGET_M)}"/>
+    <camera name="front" pos="{_v(cam_pos)}" fovy="50"
+            xyaxes="{lookat_xyaxes(cam_pos, cam_target)}"/>
     {arm}
     {cat("worldbody")}
   </worldbody>
   <tendon>
-    <fixed name="finger_opening">
-      <joint joint="finger_joint1" coef="1"/>
-      <joint joint="finger_joint2" coef="1"/>
-    </fixed>
+    {grip.tendon}
   </tendon>
   <equality>
-    <joint joint1="finger_joint1" joint2="finger_joint2" solref="0.005 1"/>
+    {grip.equality}
     {cat("equality")}
   </equality>
   <contact>
-    <exclude body1="left_finger" body2="right_finger"/>
+    {grip.contact}
     {cat("contact")}
   </contact>
   <actuator>
     {motors}
-    <position name="gripper" tendon="finger_opening" ctrlrange="0 {opening}" kp="{kp}" kv="60"
-              forcerange="{-GRIP_FORCE_N} {GRIP_FORCE_N}"/>
+    {grip.actuator}
   </actuator>
   <sensor>
     <force name="ft_force" site="ft"/>

@@ -84,7 +84,7 @@ class SimRobot:
             )
         w.set_arm_joints(q)
         w.settle_joints()
-        w.set_fingers((1.0 - float(np.clip(gripper, 0.0, 1.0))) * 0.04)
+        w.set_gripper_closure(gripper)
         w.set_gripper_target(gripper)
         w.forward()
         w.set_target(w.tcp_pose())

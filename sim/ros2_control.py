@@ -19,8 +19,9 @@ import numpy as np
 from robot_rl.core.safety import CommandWatchdog
 from sim.world import SimWorld
 
-INTERFACES = ("joint", "cartesian")
-"""``joint``: joint trajectory / position controllers; ``cartesian``: a Cartesian target."""
+INTERFACES = ("joint", "cartesian", "servo_bus")
+"""``joint``: joint trajectory / position controllers; ``cartesian``: a Cartesian target;
+``servo_bus``: the servos' own serial bus (an SO-101: :class:`TwinServoModel`)."""
 GRIPPER_JOINT = "robotiq_85_left_knuckle_joint"
 GRIPPER_CLOSED_RAD = 0.8
 """The gripper in driver units: a Robotiq 2F-85's knuckle, 0 rad open .. 0.8 rad closed."""
@@ -43,7 +44,7 @@ class ControlledArm:
     def __init__(self, world: SimWorld, interface: str, watchdog_s: float) -> None:
         if interface not in INTERFACES:
             raise ValueError(f"interface {interface!r}: choose one of {INTERFACES}")
-        if interface == "joint" and world.servo is None:
+        if interface in ("joint", "servo_bus") and world.servo is None:
             raise ValueError(
                 f"the {world.arm.name} twin is torque-controlled (impedance); use --interface "
                 "cartesian"
@@ -144,6 +145,13 @@ class ControlledArm:
         self.world.set_gripper_target(min(max(value, 0.0), GRIPPER_CLOSED_RAD) / GRIPPER_CLOSED_RAD)
         return True
 
+    def gripper_closure(self, closure: float) -> bool:
+        """Gripper command as a closure in [0, 1] (clipped; a servo bus's jaw)."""
+        if not math.isfinite(closure):
+            return self.refuse(f"gripper closure {closure} is not finite")
+        self.world.set_gripper_target(min(max(closure, 0.0), 1.0))
+        return True
+
     def tick(self, now_s: float) -> None:
         """Every state period: hold once when the command stream stopped."""
         if self.watchdog.expired(now_s):
@@ -154,7 +162,7 @@ class ControlledArm:
     def hold(self) -> None:
         """Stop where the arm is (servo goals at the motors; Cartesian target at the TCP)."""
         servo = self.world.servo
-        if self.interface == "joint" and servo is not None:
+        if self.interface != "cartesian" and servo is not None:
             servo.set_goal(servo.motor.copy())
         else:
             self.world.set_target(self.world.tcp_pose())
@@ -168,3 +176,62 @@ class ControlledArm:
             "watchdog_holds": self.watchdog_holds,
             "dropped_after_reset": self.dropped_after_reset,
         }
+
+
+TICKS_PER_TURN = 4096
+TICK_ZERO = 2048
+"""The twin's servos read :data:`TICK_ZERO` at joint angle 0 and count up with the angle (one
+turn = :data:`TICKS_PER_TURN` ticks), as an STS3215 mounted at mid-range."""
+
+
+def servo_ticks(q_rad: np.ndarray | float) -> np.ndarray:
+    """Joint angles, rad -> the twin's servo ticks (unrounded)."""
+    return TICK_ZERO + np.asarray(q_rad) * TICKS_PER_TURN / (2 * math.pi)
+
+
+def _to_rad(ticks: np.ndarray) -> np.ndarray:
+    return (np.asarray(ticks, dtype=np.float64) - TICK_ZERO) * (2 * math.pi) / TICKS_PER_TURN
+
+
+class TwinServoModel:
+    """The twin's arm behind a simulated servo bus (``drivers.feetech.sim_bus.SimServoBus``'s
+    ``ServoModel``): servo ``i`` (ids 1..N) is arm joint ``i``, the last servo is the jaw.
+
+    Positions come from physics (``TICK_ZERO + q * 4096 / 2 pi``; the jaw's from its hinge
+    angle, 0 closed); goals go through :class:`ControlledArm` (checked against the joint limits,
+    dropped after a scene reset until one near the arm arrives, fed to the watchdog) onto the
+    twin's joint servos (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's
+    as a closure. Torque off on a servo: its goal is not applied (the twin's servos hold, they
+    do not go limp). ``sim.ros2_control_node.twin_calibration`` is the matching calibration.
+
+    Args:
+        ctl: The twin arm's controller interface (``interface="servo_bus"``).
+        lock: The node's physics lock (the bus thread calls in here).
+    """
+
+    def __init__(self, ctl: ControlledArm, lock) -> None:
+        if ctl.world.twin_arm.jaw is None:
+            raise ValueError(f"the {ctl.arm.name} twin has no jaw gripper for a servo bus")
+        self.ctl, self.lock = ctl, lock
+        self.world = ctl.world
+        self._jaw = self.world.twin_arm.jaw
+        self.num_servos = len(ctl.arm.joint_names) + 1
+
+    def read_positions(self) -> np.ndarray:
+        """(N + 1,) ticks: the arm joints, then the jaw."""
+        with self.lock:
+            q = self.world.joint_pos()
+            jaw = (1.0 - self.world.gripper_closure()) * self._jaw.open_rad
+        ticks = servo_ticks(np.append(q, jaw))
+        return np.clip(np.round(ticks), 0, TICKS_PER_TURN - 1).astype(np.int64)
+
+    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
+        """Goals of the servos whose torque is on (all arm joints on: a joint goal)."""
+        q = _to_rad(ticks)
+        on = np.asarray(torque_enabled, dtype=bool)
+        with self.lock:
+            now = float(self.world.data.time)
+            if np.all(on[:-1]):
+                self.ctl.joint_goal(self.ctl.arm.joint_names, list(q[:-1]), now)
+            if on[-1]:
+                self.ctl.gripper_closure(1.0 - float(q[-1]) / self._jaw.open_rad)

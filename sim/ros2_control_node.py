@@ -51,6 +51,7 @@ import secrets
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -63,12 +64,22 @@ from std_msgs.msg import Float64, Float64MultiArray, Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from drivers.feetech import calibration as cal
+from drivers.feetech.sim_bus import SimServoBus
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from sim.backend import TASKS, make_sim_backend
 from sim.config import SimConfig
 from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
-from sim.ros2_control import GRIPPER_CLOSED_RAD, GRIPPER_JOINT, INTERFACES, ControlledArm
+from sim.ros2_control import (
+    GRIPPER_CLOSED_RAD,
+    GRIPPER_JOINT,
+    INTERFACES,
+    TICK_ZERO,
+    ControlledArm,
+    TwinServoModel,
+    servo_ticks,
+)
 from sim.ros_node import camera_info, twin_joint_ik
 
 DRIVER_QOS = QoSProfile(depth=10)  # reliable, volatile: rclcpp's default, as ros2_control's
@@ -98,15 +109,19 @@ class Ros2ControlTwinNode(Node):
         super().__init__("twin", namespace=args.ns)
         self.sim = make_sim_backend(args.task, sim_cfg, EnvConfig(), joint_ik=twin_joint_ik)
         world = self.sim.world
-        if args.interface == "joint":
-            world.joint_goal_solver = None  # joint goals come from the controller topics
+        if args.interface != "cartesian":
+            world.joint_goal_solver = None  # joint goals come from the controllers / the bus
         self.ctl = ControlledArm(world, args.interface, args.watchdog_s)
+        self.lock = threading.RLock()
+        self.bus: SimServoBus | None = None
+        self.port_link = args.port
+        if args.interface == "servo_bus":
+            self.bus = open_servo_bus(self.ctl, self.lock, args.port, args.calibration_out)
         self.sim.robot.connect()
         for cam in self.sim.cameras:
             cam.connect()
         self.twin_id = secrets.token_hex(4)
         self.episode = 0
-        self.lock = threading.RLock()
         self.declare_parameter("episode_seed", 0)
         ns = args.controller_ns.strip("/")
         prefix = f"/{ns}" if ns else ""
@@ -294,6 +309,8 @@ class Ros2ControlTwinNode(Node):
         pacer = getattr(self, "pacer", None)
         if pacer is not None:
             pacer.stop()
+        if getattr(self, "bus", None) is not None:
+            close_servo_bus(self.bus, self.port_link)
         super().destroy_node()
 
 
@@ -314,7 +331,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-hz", type=float, default=100.0, help="state publication rate, Hz")
     p.add_argument("--camera-hz", type=float, default=30.0, help="camera rate, Hz")
     p.add_argument("--watchdog-s", type=float, default=0.5, help="command watchdog, sim s")
+    p.add_argument(
+        "--port",
+        default="/tmp/robot_rl_so101_twin",
+        help="servo_bus: a symlink made here to the simulated bus's pseudo-terminal (the "
+        "SO-101 node's --port)",
+    )
+    p.add_argument(
+        "--calibration-out",
+        default="",
+        help="servo_bus: write the twin's servo calibration here (the SO-101 node's "
+        "--calibration); empty: <port>.json",
+    )
     return p
+
+
+def twin_calibration(world) -> cal.ArmCalibration:
+    """The calibration of the twin's servos (:class:`sim.ros2_control.TwinServoModel`): ids
+    1..N the arm joints (zero at mid-turn, direction +1, limits the joints'), id N + 1 the jaw
+    (its open end the zero, closing towards mid-turn)."""
+    arm = world.arm
+    joints = {
+        name: cal.JointCalibration(
+            servo_id=i + 1,
+            offset_ticks=TICK_ZERO,
+            direction=1,
+            min_ticks=int(np.ceil(servo_ticks(lo))),
+            max_ticks=int(np.floor(servo_ticks(hi))),
+        )
+        for i, (name, lo, hi) in enumerate(
+            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
+        )
+    }
+    open_ticks = int(round(float(servo_ticks(world.twin_arm.jaw.open_rad))))
+    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
+    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
+
+
+def open_servo_bus(
+    ctl: ControlledArm, lock: threading.RLock, port: str, calibration_out: str
+) -> SimServoBus:
+    """Start the simulated servo bus over the twin's arm, link ``port`` to its pty and write the
+    matching calibration file (``calibration_out``, default ``<port>.json``)."""
+    model = TwinServoModel(ctl, lock)
+    bus = SimServoBus(ids=tuple(range(1, model.num_servos + 1)), model=model).start()
+    link = Path(port)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(bus.port)
+    cal.save(twin_calibration(ctl.world), calibration_out or f"{port}.json")
+    return bus
+
+
+def close_servo_bus(bus: SimServoBus, port: str) -> None:
+    """Stop the bus and remove the link to its pty."""
+    bus.close()
+    link = Path(port)
+    if link.is_symlink():
+        link.unlink()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -90,7 +90,7 @@ from drivers.ik import joint_goal_solver
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
-from sim.backend import TASKS, SimBackend, make_sim_backend
+from sim.backend import TASKS, SimBackend, make_sim_backend, task_info
 from sim.config import SimConfig
 from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
@@ -228,7 +228,7 @@ class TwinNode(Node):
                 1.0 / sim_cfg.sim_hz, env_cfg.control_dt_s, state_hz, camera_hz
             )
         super().__init__("twin", namespace=namespace)
-        safety = declare_safety_parameters(self, TASKS[task].default_safety)
+        safety = declare_safety_parameters(self, task_info(task, sim_cfg.arm).default_safety)
         backend = make_sim_backend(task, sim_cfg, env_cfg, safety=safety, joint_ik=twin_joint_ik)
         self.sim = backend
         self.twin_id = secrets.token_hex(4)

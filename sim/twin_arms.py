@@ -17,17 +17,19 @@ Every kind shares the scene (table, cameras, task objects) and the names tasks r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from robot_rl.core import kinematics as kin
-from robot_rl.core.arm import FR3, UR5E, ArmDescription
+from robot_rl.core.arm import FR3, SO101, UR5E, ArmDescription
 from sim import model as mdl
-from sim.arms import ur5e
+from sim.arms import so101, ur5e
 from sim.arms.chain import ArmChain, to_mjcf_body
 from sim.arms.export import MODELS_DIR
+from sim.gripper import GripperMjcf, JawSpec, jaw_mjcf
 from sim.joint_servo import JointServoConfig
+from sim.layout import FR3_LAYOUT, TaskLayout
 
 CONTROLS = ("impedance", "joint")
 
@@ -46,6 +48,11 @@ class TwinArm:
             Cartesian target into joint goals (a bridge's control loop), Hz.
         kinematics: The arm's standalone kinematics file (its ``tcp`` site where the twin's
             hand has its ``tcp``): what the IK of a ``joint`` arm solves on, as on a robot.
+        jaw: The jaw gripper's geometry (:class:`sim.gripper.JawSpec`); None: the parallel
+            hand.
+        gripper_mjcf: The gripper's scene-level MJCF; None: the parallel hand's.
+        layout: Where the tasks lie for this arm (:mod:`sim.layout`).
+        front_camera: ``(position, look-at point)`` of camera ``front``; None: the FR3 scene's.
     """
 
     arm: ArmDescription
@@ -55,6 +62,10 @@ class TwinArm:
     servo: JointServoConfig | None = None
     bridge_hz: float = 100.0
     kinematics: str | None = None
+    jaw: JawSpec | None = None
+    gripper_mjcf: GripperMjcf | None = None
+    layout: TaskLayout = FR3_LAYOUT
+    front_camera: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.control not in CONTROLS:
@@ -116,7 +127,94 @@ def ur5e_twin(control: str = "joint") -> TwinArm:
     )
 
 
-TWIN_ARMS = {"fr3": fr3_twin, "ur5e": ur5e_twin}
+SO101_SERVO = JointServoConfig(
+    kp_nm_per_rad=80.0,
+    kd_nms_per_rad=0.8,
+    vel_max_rad_s=SO101.joint_vel_max_rad_s,
+    deadband_rad=0.003,
+    backlash_rad=0.01,
+    gravity_compensation=False,
+)
+"""A hobby servo (STS3215): soft (its 2.9 N m stall torque reached 2 deg from the goal), no
+gravity compensation (the arm sags under its own weight, 2-4 mm at the tool), a deadband of
+about 2 encoder ticks and 0.6 deg of gear play."""
+
+SO101_LAYOUT = TaskLayout(name="so101", centre_xy_m=(0.18, 0.0), scale=0.4, object_scale=0.625)
+"""The tasks at 0.4 of the FR3's distances around (0.18, 0) m, where the SO-101 reaches with the
+jaws pointing down (x 0.12 .. 0.25 m below 10 cm): a 2.5 cm cube, a 2 cm lift."""
+
+SO101_HAND_TCP_M = 0.09
+"""The SO-101 hand frame's origin lies this far behind the tcp along the approach axis, metres
+(near the wrist-roll output)."""
+SO101_JAW = JawSpec(open_rad=0.8, squeeze_rad=-0.15, face_lever_m=(-0.0405, 0.071), torque_nm=1.0)
+"""The moving jaw: hinge 4 cm behind the tcp plane's fixed pad and 7.5 cm above the tcp (the
+source's jaw axis), 6.3 cm open at 0.8 rad; 1 N m (about 12 N at the pad: a third of the
+servo's stall torque, the gripper servo's usual current limit)."""
+
+
+def _so101_hand(jaw: JawSpec) -> str:
+    """The SO-101's hand in the ``gripper`` link: body ``hand`` in the tcp's orientation with the
+    fixed jaw (pad ``left_pad``, inner face at y = -1.25 cm) and the moving jaw (joint ``jaw``,
+    pad ``right_pad``), site ``tcp`` between them, the wrist camera on the fixed jaw's side."""
+    L = SO101_HAND_TCP_M
+    tcp = so101.TCP_IN_GRIPPER
+    R = tcp.rotation()
+    pos = np.asarray(tcp.xyz_m) - L * R[:, 2]
+    dy, dz = jaw.face_lever_m
+    pad_z = L - 0.004  # pad centres, a little above the tcp (the pads reach 1.2 cm past it)
+    # The hinge where the moving pad's face, at q = 0, lies on the fixed pad's (y = -1.25 cm).
+    hinge = (0.0, -0.0125 - dy, pad_z - dz)
+    cam_pos, cam_target = (0.03, -0.03, 0.02), (0.0, 0.0, L + 0.03)
+    return f"""
+<body name="hand" pos="{mdl._v(pos)}" quat="{mdl._v(tcp.quat())}">
+  <site name="ft" size="0.004" rgba="1 0 0 0"/>
+  <geom class="hand" type="box" size="0.016 0.022 0.02" pos="0 -0.005 0.02" mass="0.02"/>
+  <geom class="hand" type="box" size="0.009 0.003 0.02" pos="0 -0.0155 0.05" mass="0.005"/>
+  <geom name="left_pad" class="pad" type="box" size="0.009 0.003 0.016"
+        pos="0 -0.0155 {pad_z}" mass="0.003"/>
+  <site name="tcp" pos="0 0 {L}" size="0.004" rgba="0 1 0 0"/>
+  <camera name="wrist" pos="{mdl._v(cam_pos)}" fovy="80"
+          xyaxes="{mdl.lookat_xyaxes(cam_pos, cam_target, (1, 0, 0))}"/>
+  <body name="moving_jaw" pos="{mdl._v(hinge)}">
+    <joint name="jaw" type="hinge" axis="-1 0 0" range="0 {jaw.open_rad + 0.1}"
+           armature="0.002" damping="0.05"/>
+    <geom class="hand" type="capsule" size="0.004" mass="0.01"
+          fromto="0 0 0 0 {dy + 0.006:.6g} {dz - 0.016:.6g}"/>
+    <geom name="right_pad" class="pad" type="box" size="0.009 0.003 0.016"
+          pos="0 {dy + 0.003:.6g} {dz:.6g}" mass="0.003"/>
+  </body>
+</body>"""
+
+
+def so101_twin() -> TwinArm:
+    """The SO-101-class arm: five joint servos with a hobby servo's softness, deadband and play,
+    no gravity compensation; its jaw gripper; the tasks at half size (:data:`SO101_LAYOUT`)."""
+    chain = so101.so101_chain()
+    last = chain.joints[-1]
+    # The wrist-roll link's capsule stops at the hand: the hand carries the fixed jaw.
+    short = replace(last, geom_to_m=(0.0, 0.0, -0.01), radius_m=0.012)
+    chain = replace(chain, joints=chain.joints[:-1] + (short,), gripper=None)
+    lay = SO101_LAYOUT
+    camera = (
+        tuple(float(c) for c in lay.point(mdl.FRONT_CAMERA_POS_M)),
+        tuple(float(c) for c in lay.point(mdl.FRONT_CAMERA_TARGET_M)),
+    )
+    return TwinArm(
+        SO101,
+        to_mjcf_body(chain, tool_xml=_so101_hand(SO101_JAW)),
+        _motors(chain),
+        control="joint",
+        servo=SO101_SERVO,
+        bridge_hz=50.0,
+        kinematics=str(MODELS_DIR / "so101.xml"),
+        jaw=SO101_JAW,
+        gripper_mjcf=jaw_mjcf(SO101_JAW),
+        layout=lay,
+        front_camera=camera,
+    )
+
+
+TWIN_ARMS = {"fr3": fr3_twin, "ur5e": ur5e_twin, "so101": so101_twin}
 """Arm kinds of the twin (``--arm`` of the twin's commands)."""
 
 

@@ -29,6 +29,7 @@ from sim import model as mdl
 from sim.config import SimConfig
 from sim.controller import CartesianImpedanceController, ControllerConfig
 from sim.gl import RenderThread
+from sim.gripper import JawGripper, ParallelGripper
 from sim.joint_servo import JointServoController
 from sim.twin_arms import TwinArm, fr3_twin
 
@@ -81,6 +82,8 @@ class SimWorld:
             offscreen_height=max(sim_cfg.image_height, OFFSCREEN_MIN_PX),
             arm_xml=arm.body_xml,
             motors_xml=arm.motors_xml,
+            gripper=arm.gripper_mjcf,
+            front_camera=arm.front_camera,
         )
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
@@ -92,11 +95,10 @@ class SimWorld:
         joints = [m.joint(name) for name in self.arm.joint_names]
         self.arm_qpos_adr = np.array([int(j.qposadr[0]) for j in joints])
         self.arm_dof_adr = np.array([int(j.dofadr[0]) for j in joints])
-        self.finger_qpos_adr = np.array(
-            [int(m.joint(f"finger_joint{i}").qposadr[0]) for i in (1, 2)]
+        self.gripper: JawGripper | ParallelGripper = (
+            ParallelGripper(m, self.data) if arm.jaw is None else JawGripper(m, self.data, arm.jaw)
         )
-        self.finger_dof_adr = np.array([int(m.joint(f"finger_joint{i}").dofadr[0]) for i in (1, 2)])
-        self.gripper_actuator_id = m.actuator("gripper").id
+        """The hand's gripper (:mod:`sim.gripper`): the parallel hand or a jaw."""
         self.pad_geom_ids = (m.geom("left_pad").id, m.geom("right_pad").id)
         self.table_geom_id = m.geom("table").id
         self._ft_force_adr = int(m.sensor_adr[m.sensor("ft_force").id])
@@ -176,7 +178,7 @@ class SimWorld:
         mujoco.mj_resetData(self.model, self.data)
         self.data.qpos[self.arm_qpos_adr] = self.home_q_rad
         self.set_gripper_target(0.0)
-        self.data.qpos[self.finger_qpos_adr] = mdl.FINGER_MAX_M
+        self.gripper.set_closure(0.0)
         mujoco.mj_forward(self.model, self.data)
         self.controller.set_target(self.tcp_pose())
         if self.servo is not None:
@@ -278,8 +280,7 @@ class SimWorld:
 
     def gripper_closure(self) -> float:
         """Measured closure in [0, 1]: 0 fully open, 1 fully closed."""
-        opening = float(np.sum(self.data.qpos[self.finger_qpos_adr]))
-        return float(np.clip(1.0 - opening / (2 * mdl.FINGER_MAX_M), 0.0, 1.0))
+        return self.gripper.closure()
 
     def set_target(self, pose: np.ndarray) -> None:
         """Controller target ``T_base_tcp`` (7,)."""
@@ -287,23 +288,24 @@ class SimWorld:
 
     def set_gripper_target(self, closure: float) -> None:
         """Gripper closure target in [0, 1] (0 open, 1 closed)."""
-        c = float(np.clip(closure, 0.0, 1.0))
-        self.data.ctrl[self.gripper_actuator_id] = 2 * mdl.FINGER_MAX_M * (1.0 - c)
+        self.gripper.set_target(closure)
 
     def gripper_target(self) -> float:
         """Current gripper closure target in [0, 1]."""
-        opening = float(self.data.ctrl[self.gripper_actuator_id])
-        return 1.0 - opening / (2 * mdl.FINGER_MAX_M)
+        return self.gripper.target()
 
     def set_arm_joints(self, q_rad: np.ndarray) -> None:
         """Teleport the arm to ``q_rad`` (N,) with zero velocity (call :meth:`forward` after)."""
         self.data.qpos[self.arm_qpos_adr] = q_rad
         self.data.qvel[self.arm_dof_adr] = 0.0
 
-    def set_fingers(self, opening_per_finger_m: float) -> None:
-        """Teleport both fingers to ``opening_per_finger_m`` (0 closed .. FINGER_MAX_M open)."""
-        self.data.qpos[self.finger_qpos_adr] = np.clip(opening_per_finger_m, 0, mdl.FINGER_MAX_M)
-        self.data.qvel[self.finger_dof_adr] = 0.0
+    def set_gripper_closure(self, closure: float) -> None:
+        """Teleport the gripper to ``closure`` in [0, 1] (0 open, 1 closed on nothing)."""
+        self.gripper.set_closure(closure)
+
+    def set_gripper_width(self, width_m: float) -> None:
+        """Teleport the gripper to hold an object ``width_m`` wide between its pads."""
+        self.gripper.set_width(width_m)
 
     def solve_ik(
         self, pose: np.ndarray, q_init: np.ndarray | None = None, iters: int = 200
@@ -403,12 +405,12 @@ class SimWorld:
     def place_in_gripper(self, body: str, T_tcp_obj: np.ndarray, width_m: float) -> None:
         """At reset: put free body ``body`` between the fingers and close the gripper on it.
 
-        Sets the fingers to ``width_m / 2`` each (the object's width between the pads), the body
+        Sets the jaws ``width_m`` apart (the object's width between the pads), the body
         to ``T_base_tcp * T_tcp_obj``, the gripper target to fully closed (the servo then
         squeezes with its full force), and calls :meth:`forward`. Call it from a
         ``post_arm_reset_hooks`` callback (the arm is at its start pose by then).
         """
-        self.set_fingers(0.5 * width_m)
+        self.set_gripper_width(width_m)
         self.set_gripper_target(1.0)
         self.set_free_body_pose(body, frames.pose_mul(self.tcp_pose(), T_tcp_obj))
         self.forward()

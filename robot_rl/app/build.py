@@ -36,7 +36,7 @@ from robot_rl.core.protocols import Camera, Task
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.specs import ArraySpec
 from robot_rl.envs import RobotEnv
-from sim.backend import TASKS, SimBackend, make_sim_backend
+from sim.backend import TASKS, SimBackend, make_sim_backend, task_info
 from sim.config import RandomizationConfig, SimConfig
 from sim.human import HumanConfig, SimHumanTeleop, SimulatedHuman
 from sim.twin_arms import TwinArm
@@ -133,8 +133,9 @@ class EnvSetup:
     """Each action takes effect this long after it was sent (below one control period; the
     previous target holds meanwhile), a real arm's latency on the direct twin. 0: at once."""
     arm: str = "fr3"
-    """The twin's arm kind: fr3 (7-DoF, impedance control) or ur5e (6-DoF, joint position
-    control with IK at the bridge rate); docs/arms.md."""
+    """The twin's arm kind: fr3 (7-DoF, impedance control), ur5e (6-DoF, joint position
+    control with IK at the bridge rate) or so101 (5-DoF hobby servos and a jaw; the tasks at
+    0.4 of their size); docs/arms.md."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -169,7 +170,7 @@ def configs_for(setup: EnvSetup, extra_cameras: Sequence[str] = ()) -> tuple[Env
             only on demand, e.g. for a video; they do not enter the observation).
     """
     check_task(setup.task)
-    info = TASKS[setup.task]
+    info = task_info(setup.task, setup.arm)
     steps = setup.max_episode_steps or info.max_episode_steps
     env_cfg = EnvConfig(
         control_hz=setup.control_hz,

@@ -127,9 +127,13 @@ def _check_hardware(setup: Setup, needs_task_reward: bool) -> None:
 def _twin_task_info(setup: Setup):
     if setup.robot != "twin":
         return None
-    from sim.backend import TASKS
+    from sim.backend import TASKS, task_info
+    from sim.twin_arms import TWIN_ARMS
 
-    return TASKS.get(setup.task)
+    if setup.task not in TASKS:
+        return None
+    arm = setup.arm.name if setup.arm.name in TWIN_ARMS else "fr3"
+    return task_info(setup.task, arm)
 
 
 def make_ros_env(

@@ -15,6 +15,7 @@ from robot_rl.core import frames, keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import DOWN_QUAT
 from sim.experts.base import ScriptedExpert
+from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.tasks.pick_cube import LIFT_HEIGHT_M
 
 PRE_GRASP_HEIGHT_M = 0.07
@@ -35,11 +36,14 @@ class PickCubeExpert(ScriptedExpert):
 
     Args:
         env_cfg: The base env's config (action layout and scales).
-        task: The task (unused; the expert reads ``info["privileged"]``).
+        task: The task: its :attr:`~sim.tasks.base.SimTask.layout` scales the expert's heights
+            and tolerances (none: the tasks as written); the rest comes from
+            ``info["privileged"]``.
     """
 
     def __init__(self, env_cfg: EnvConfig, task: object | None = None) -> None:
         super().__init__(env_cfg)
+        self.layout: TaskLayout = getattr(task, "layout", FR3_LAYOUT)
         self.phase = "approach"
         self._close_count = 0
 
@@ -69,18 +73,24 @@ class PickCubeExpert(ScriptedExpert):
             0.0 if q_goal is None else float(np.linalg.norm(frames.quat_error(q_goal, tcp[3:7])))
         )
         xy_err = float(np.linalg.norm(cube[:2] - tcp[:2]))
+        L = self.layout.length
+        hover = np.array([0.0, 0.0, L(PRE_GRASP_HEIGHT_M)])
 
         if self.phase == "approach":
-            goal = cube + np.array([0.0, 0.0, PRE_GRASP_HEIGHT_M])
-            if xy_err < 0.01 and abs(tcp[2] - goal[2]) < 0.03 and rot_err < 0.08:
+            goal = cube + hover
+            if tcp[2] < goal[2] - L(0.01) and xy_err > L(0.02):
+                # Below the hover height away from the cube: rise first, do not sweep it away.
+                return self.action_towards(tcp, [tcp[0], tcp[1], goal[2]], 0.0, q_goal)
+            if xy_err < max(L(0.01), 0.005) and abs(tcp[2] - goal[2]) < L(0.03) and rot_err < 0.08:
                 self.phase = "descend"
             else:
                 return self.action_towards(tcp, goal, 0.0, q_goal)
         if self.phase == "descend":
-            goal = cube + np.array([0.0, 0.0, 0.003])
-            if xy_err > 0.02:
+            goal = cube + np.array([0.0, 0.0, L(0.003)])
+            if xy_err > L(0.02):
                 self.phase = "approach"
-                return self.action_towards(tcp, cube + [0, 0, PRE_GRASP_HEIGHT_M], 0.0, q_goal)
+                return self.action_towards(tcp, cube + hover, 0.0, q_goal)
+            # (not scaled: a small arm's servos settle a few mm from their goal)
             if np.linalg.norm(goal - tcp[:3]) < 0.006:
                 self.phase = "close"
                 self._close_count = 0
@@ -93,9 +103,9 @@ class PickCubeExpert(ScriptedExpert):
             else:
                 return self.action_towards(tcp, tcp[:3], 1.0, q_goal)
         # lift
-        if not grasped and lift < 0.5 * LIFT_HEIGHT_M:
+        if not grasped and lift < 0.5 * L(LIFT_HEIGHT_M):
             # Lost the cube: open and start over.
             self.phase = "approach"
-            return self.action_towards(tcp, tcp[:3] + [0, 0, 0.02], 0.0, None)
-        goal = np.array([tcp[0], tcp[1], LIFT_TARGET_Z_M])
+            return self.action_towards(tcp, tcp[:3] + [0, 0, L(0.02)], 0.0, None)
+        goal = np.array([tcp[0], tcp[1], L(LIFT_TARGET_Z_M)])
         return self.action_towards(tcp, goal, 1.0, None)

@@ -40,6 +40,7 @@ import numpy as np
 
 from robot_rl.core.specs import ArraySpec
 from robot_rl.core.types import TaskStatus
+from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.model import MjcfFragment
 from sim.randomization import DomainRandomizer
 from sim.world import SimWorld
@@ -57,6 +58,11 @@ class SimTask(abc.ABC):
     """A task in the twin; implements :class:`robot_rl.core.protocols.Task` once bound."""
 
     name: str = "base"
+
+    layout: TaskLayout = FR3_LAYOUT
+    """Where the task lies for the arm (:mod:`sim.layout`): a task maps its FR3-size points,
+    lengths and object sizes through it. :func:`sim.backend.make_sim_backend` sets the arm's
+    before :meth:`mjcf_fragment`."""
 
     def __init__(self) -> None:
         self._world: SimWorld | None = None

@@ -50,13 +50,25 @@ class PickCubeTask(SimTask):
 
     name = "pick_cube"
 
+    @property
+    def cube_size_m(self) -> float:
+        """The cube's side in this task's layout, metres."""
+        return self.layout.size(CUBE_SIZE_M)
+
+    @property
+    def lift_height_m(self) -> float:
+        """The lift that counts as success in this task's layout, metres."""
+        return self.layout.length(LIFT_HEIGHT_M)
+
     def mjcf_fragment(self) -> MjcfFragment:
-        h = CUBE_SIZE_M / 2
+        h = self.cube_size_m / 2
+        x, y = self.layout.point(CUBE_NOMINAL_XY_M)
+        mass = CUBE_MASS_KG * self.layout.object_scale**3
         return MjcfFragment(
             worldbody=f"""
-    <body name="cube" pos="0.5 0 {h}">
+    <body name="cube" pos="{x} {y} {h}">
       <freejoint name="cube_free"/>
-      <geom name="cube_geom" class="object" type="box" size="{h} {h} {h}" mass="{CUBE_MASS_KG}"
+      <geom name="cube_geom" class="object" type="box" size="{h} {h} {h}" mass="{mass}"
             rgba="0.85 0.2 0.15 1"/>
     </body>"""
         )
@@ -82,13 +94,15 @@ class PickCubeTask(SimTask):
         }
 
     def reset_scene(self, rng: np.random.Generator) -> np.ndarray:
-        h = CUBE_SIZE_M / 2
+        h = self.cube_size_m / 2
+        lay = self.layout
         if self.randomize_objects:
-            xy = rng.uniform(CUBE_XY_LOW_M, CUBE_XY_HIGH_M)
+            xy = rng.uniform(lay.point(CUBE_XY_LOW_M), lay.point(CUBE_XY_HIGH_M))
             yaw = rng.uniform(-np.pi, np.pi)
-            start = rng.uniform(START_LOW_M, START_HIGH_M)
+            start = rng.uniform(lay.point(START_LOW_M), lay.point(START_HIGH_M))
         else:
-            xy, yaw, start = np.array(CUBE_NOMINAL_XY_M), 0.0, np.array(START_NOMINAL_M)
+            xy, yaw = lay.point(CUBE_NOMINAL_XY_M), 0.0
+            start = lay.point(START_NOMINAL_M)
         cube_pose = frames.pose(
             np.array([xy[0], xy[1], mdl.TABLE_TOP_Z_M + h]),
             frames.quat_from_rotvec(np.array([0.0, 0.0, yaw])),
@@ -106,16 +120,17 @@ class PickCubeTask(SimTask):
         cube_pos = w.data.xpos[self._cube_body].copy()
         cube_quat = frames.quat_normalize(w.data.xquat[self._cube_body])
         tcp = w.tcp_pose()
-        lift = float(cube_pos[2] - CUBE_SIZE_M / 2 - mdl.TABLE_TOP_Z_M)
+        lift = float(cube_pos[2] - self.cube_size_m / 2 - mdl.TABLE_TOP_Z_M)
         grasped = self.grasped()
         off_table = (
             cube_pos[2] < mdl.TABLE_TOP_Z_M
             or not mdl.TABLE_X_RANGE_M[0] <= cube_pos[0] <= mdl.TABLE_X_RANGE_M[1]
             or not mdl.TABLE_Y_RANGE_M[0] <= cube_pos[1] <= mdl.TABLE_Y_RANGE_M[1]
         )
-        success = grasped and lift >= LIFT_HEIGHT_M and not off_table
-        reach = 1.0 - float(np.tanh(10.0 * np.linalg.norm(cube_pos - tcp[:3])))
-        lift_frac = float(np.clip(lift / LIFT_HEIGHT_M, 0.0, 1.0))
+        success = grasped and lift >= self.lift_height_m and not off_table
+        reach_m = np.linalg.norm(cube_pos - tcp[:3]) / self.layout.scale
+        reach = 1.0 - float(np.tanh(10.0 * reach_m))
+        lift_frac = float(np.clip(lift / self.lift_height_m, 0.0, 1.0))
         if success:
             reward = 0.0
         elif off_table:

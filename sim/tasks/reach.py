@@ -65,10 +65,11 @@ class ReachTask(SimTask):
     name = "reach"
 
     def mjcf_fragment(self) -> MjcfFragment:
-        x, y, z = GOAL_POS_M
+        x, y, z = self.layout.point(GOAL_POS_M)
+        r = self.layout.length(GOAL_RADIUS_M)
         return MjcfFragment(
             worldbody=f"""
-    <geom name="reach_goal" type="sphere" size="{GOAL_RADIUS_M}" pos="{x} {y} {z}"
+    <geom name="reach_goal" type="sphere" size="{r}" pos="{x} {y} {z}"
           contype="0" conaffinity="0" mass="0" rgba="0.1 0.9 0.2 0.6"/>"""
         )
 
@@ -81,18 +82,19 @@ class ReachTask(SimTask):
         }
 
     def reset_scene(self, rng: np.random.Generator) -> np.ndarray:
+        lay = self.layout
         if self.randomize_objects:
-            start = rng.uniform(START_LOW_M, START_HIGH_M)
+            start = rng.uniform(lay.point(START_LOW_M), lay.point(START_HIGH_M))
         else:
-            start = np.array(START_NOMINAL_M)
+            start = lay.point(START_NOMINAL_M)
         return frames.pose(start, np.array(DOWN_QUAT))
 
     def evaluate(self) -> TaskStatus:
         tcp = self.world.tcp_pose()
-        goal = np.asarray(GOAL_POS_M, dtype=np.float64)
+        goal = self.layout.point(GOAL_POS_M)
         dist = float(np.linalg.norm(goal - tcp[:3]))
-        success = dist < SUCCESS_DIST_M
-        reward = 0.0 if success else -float(np.tanh(10.0 * dist))
+        success = dist < self.layout.length(SUCCESS_DIST_M)
+        reward = 0.0 if success else -float(np.tanh(10.0 * dist / self.layout.scale))
         f32 = np.float32
         privileged = {
             "tcp_pose": tcp.astype(f32),

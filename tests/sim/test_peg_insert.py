@@ -239,7 +239,7 @@ def test_success_and_failure_from_peg_placement():
     hole = task.hole_pose
     R = frames.quat_to_mat(hole[3:7])
     axis_down = frames.quat_mul(hole[3:7], np.array([0.0, 1.0, 0.0, 0.0]))  # peg z down
-    w.set_fingers(mdl.FINGER_MAX_M)
+    w.set_gripper_closure(0.0)
     w.set_gripper_target(0.0)
 
     def place(tip_local):

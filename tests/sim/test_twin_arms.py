@@ -63,7 +63,7 @@ def test_a_cartesian_command_goes_through_the_bridge_ik_to_the_joint_servos() ->
 def test_joint_control_without_ik_is_refused_with_what_to_pass() -> None:
     with pytest.raises(ValueError, match="driven in joint mode: pass joint_ik"):
         make_sim_backend("reach", SimConfig(cameras=(), arm="ur5e"), EnvConfig())
-    with pytest.raises(ValueError, match=r"arm 'ur10': the twin has \['fr3', 'ur5e'\]"):
+    with pytest.raises(ValueError, match=r"arm 'ur10': the twin has \['fr3', 'so101', 'ur5e'\]"):
         SimConfig(arm="ur10")
 
 

@@ -1,0 +1,129 @@
+"""The SO-101-class arm in the twin (:func:`sim.twin_arms.so101_twin`): its jaw gripper closes on
+an object and measures its width, its hobby servos sag and settle with play, the tasks lie in its
+reach (:mod:`sim.layout`: the cube, start region, safety box and camera at 0.4 of the FR3's), and
+the scripted experts succeed on reach and pick_cube; peg_insert is refused, saying why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.core import frames, keys
+from robot_rl.core.safety import DOWN_QUAT
+from sim.backend import TASKS, task_info
+from sim.config import SimConfig
+from sim.layout import FR3_LAYOUT, TaskLayout
+from sim.tasks.pick_cube import CUBE_SIZE_M
+from sim.twin_arms import SO101_LAYOUT, so101_twin
+from sim.world import SimWorld
+
+pytest.importorskip("mink", reason="pip install -e '.[arms]' (the SO-101 twin's IK)")
+
+
+def _env(task: str):
+    from robot_rl.app.build import EnvSetup, configs_for, make_env
+
+    env_cfg, sim_cfg = configs_for(EnvSetup(task=task, arm="so101"))
+    return make_env(task, env_cfg, sim_cfg)
+
+
+def _pad_gap(world: SimWorld) -> float:
+    """Distance between the pads' inner faces along the TCP y axis, metres."""
+    m, d = world.model, world.data
+    R = world.data.site_xmat[world.tcp_site_id].reshape(3, 3)
+    y = [R[:, 1] @ d.geom_xpos[m.geom(name).id] for name in ("left_pad", "right_pad")]
+    half = m.geom("left_pad").size[1]
+    return float(y[1] - y[0] - 2 * half)
+
+
+def test_the_jaw_opens_closes_on_a_cube_and_holds_a_width() -> None:
+    arm = so101_twin()
+    w = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=arm)
+    assert w.gripper.kind == "jaw" and w.gripper_closure() == pytest.approx(0.0)
+    assert _pad_gap(w) == pytest.approx(arm.jaw.opening_m(arm.jaw.open_rad), abs=2e-3)
+    assert _pad_gap(w) > 0.05  # room for the 2.5 cm cube from any side
+    w.set_gripper_target(1.0)
+    w.step(500)
+    assert w.gripper_closure() > 0.98  # closed on nothing: the pads meet
+    assert abs(_pad_gap(w)) < 2e-3
+    for width in (0.01, 0.025, 0.04):
+        w.set_gripper_width(width)
+        w.forward()
+        assert _pad_gap(w) == pytest.approx(width, abs=1.5e-3)
+
+
+def test_the_so101_servos_sag_without_gravity_compensation_and_hold() -> None:
+    w = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
+    home = w.tcp_pose()
+    assert home[2] == pytest.approx(0.108, abs=3e-3)
+    w.step(1000)
+    sag = home[2] - w.tcp_pose()[2]
+    assert 0.5e-3 < sag < 6e-3  # a hobby servo under its arm's weight: a few mm
+    before = w.tcp_pose()
+    w.step(500)
+    assert np.allclose(w.tcp_pose()[:3], before[:3], atol=1e-3)  # and it holds there
+    assert w.servo is not None and not w.servo.config.gravity_compensation
+
+
+def test_the_tasks_are_scaled_into_the_so101_reach() -> None:
+    assert task_info("pick_cube", "fr3") is TASKS["pick_cube"]
+    assert task_info("pick_cube", "ur5e") is TASKS["pick_cube"]
+    info = task_info("pick_cube", "so101")
+    box_lo, box_hi = (
+        np.array(info.default_safety.workspace_low_m),
+        np.array(info.default_safety.workspace_high_m),
+    )
+    assert box_hi[0] <= 0.27 and box_hi[2] <= 0.15  # inside what the arm reaches pointing down
+    assert info.action_scale_m == pytest.approx(0.4 * TASKS["pick_cube"].action_scale_m)
+    env, b = _env("pick_cube")
+    try:
+        assert b.task.cube_size_m == pytest.approx(0.625 * CUBE_SIZE_M)
+        for seed in range(5):
+            env.reset(seed=seed)
+            cube = b.world.body_pose("cube")
+            tcp = b.world.tcp_pose()
+            assert np.all(cube[:2] >= box_lo[:2]) and np.all(cube[:2] <= box_hi[:2])
+            assert np.all(tcp[:3] >= box_lo) and np.all(tcp[:3] <= box_hi)
+            err = frames.quat_error(np.asarray(DOWN_QUAT, dtype=np.float64), tcp[3:7])
+            assert np.linalg.norm(err[:2]) < 0.05  # the jaws point down at the start
+    finally:
+        b.close()
+    with pytest.raises(ValueError, match="so101 twin does not do 'peg_insert'"):
+        task_info("peg_insert", "so101")
+
+
+def test_a_layout_maps_points_lengths_sizes_and_the_safety_box() -> None:
+    assert FR3_LAYOUT.identity and not SO101_LAYOUT.identity
+    lay = TaskLayout("x", centre_xy_m=(0.2, 0.1), scale=0.5, object_scale=0.5)
+    assert np.allclose(lay.point((0.5, 0.0, 0.2)), (0.2, 0.1, 0.1))
+    assert np.allclose(lay.point((0.7, -0.2, 0.0)), (0.3, 0.0, 0.0))
+    assert lay.length(0.04) == pytest.approx(0.02) and lay.size(0.04) == pytest.approx(0.02)
+    safety = lay.safety(TASKS["reach"].default_safety)
+    assert np.allclose(
+        safety.workspace_low_m, lay.point(TASKS["reach"].default_safety.workspace_low_m)
+    )
+    assert FR3_LAYOUT.safety(TASKS["reach"].default_safety) is TASKS["reach"].default_safety
+    with pytest.raises(ValueError, match="scale and object_scale must be in"):
+        TaskLayout("bad", scale=0.0)
+    with pytest.raises(ValueError, match=r"maps \(2,\) or \(3,\) points"):
+        lay.point((1.0,))
+
+
+@pytest.mark.parametrize(("task", "episodes", "need"), [("reach", 5, 5), ("pick_cube", 10, 8)])
+def test_the_scripted_experts_succeed_on_the_so101(task: str, episodes: int, need: int) -> None:
+    env, b = _env(task)
+    expert = b.make_expert()
+    rng = np.random.default_rng(0)
+    wins = 0
+    try:
+        for ep in range(episodes):
+            obs, info = env.reset(seed=100 + ep)
+            expert.reset(rng)
+            done = False
+            while not done:
+                obs, _, term, trunc, info = env.step(expert.act(obs, info))
+                done = term or trunc
+            wins += bool(info[keys.INFO_SUCCESS])
+    finally:
+        b.close()
+    assert wins >= need
