@@ -82,11 +82,17 @@ def _state_objects(task: str) -> tuple[str, ...]:
 
 
 def learner_env(cfg: RecordConfig, setup) -> LearnerEnvConfig:
-    """The learner env these demos are for (stored as metadata; train compares it)."""
+    """The learner env these demos are for (stored as metadata; train compares it). On a twin
+    setup whose arm is one of the twin's kinds, its ``arm`` is the setup's (demos recorded on
+    the UR5e twin train a learner with ``--arm ur5e``); otherwise the learner's default."""
+    from sim.twin_arms import TWIN_ARMS
+
     cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(c.name for c in setup.cameras)
     kw: dict[str, Any] = {}
     if cfg.obs == "pixels":
         kw["cameras"] = cams
+    if setup.robot == "twin" and setup.arm.name in TWIN_ARMS:
+        kw["arm"] = setup.arm.name
     return LearnerEnvConfig(
         task=setup.task,
         obs=cfg.obs,
@@ -214,7 +220,9 @@ def run_record(cfg: RecordConfig, view=None) -> dict:
             log.close()
         view.close()
         sess.close()
-    result.update(out=str(cfg.out), setup=str(cfg.setup), task=setup.task, obs=cfg.obs)
+    result.update(
+        out=str(cfg.out), setup=str(cfg.setup), task=setup.task, obs=cfg.obs, arm=setup.arm.name
+    )
     return result
 
 

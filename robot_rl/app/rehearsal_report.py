@@ -293,7 +293,8 @@ def write_report(
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "machine": {"cpus": _cpus(), "platform": platform.platform()},
         "steps": {k: {**v, "wall_s": v["wall_end"] - v["wall_start"]} for k, v in steps.items()},
-        "record": _pick(results.get("record"), "kept", "successes", "dataset_steps"),
+        "arm": cfg.arm,
+        "record": _pick(results.get("record"), "kept", "successes", "dataset_steps", "arm"),
         "label": _pick(results.get("label"), "kept", "positives", "negatives"),
         "classifier": {
             "threshold": ev.get("threshold"),
@@ -311,7 +312,9 @@ def write_report(
         "episodes": rows,
     }
     if rows:
-        report["plots"] = plot(rows, out, f"rehearsal: {cfg.task} from {cfg.obs}")
+        report["plots"] = plot(
+            rows, out, f"rehearsal: {cfg.task} from {cfg.obs} on the {cfg.arm} twin"
+        )
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "summary.md").write_text(summary(report))
     return report
@@ -382,7 +385,7 @@ def summary(report: dict[str, Any]) -> str:
     f, c, cfg = report["figures"], report["classifier"], report["config"]
     train = report.get("train") or {}
     lines = [
-        f"# Rehearsal: {cfg['task']} from {cfg['obs']}",
+        f"# Rehearsal: {cfg['task']} from {cfg['obs']} on the {report['arm']} twin",
         "",
         f"- The final policy (deterministic, no human) on the real-time twin over ROS 2, "
         f"{f.get('final_eval_ros_episodes')} episodes ended by the classifier: "

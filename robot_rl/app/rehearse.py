@@ -31,6 +31,15 @@ written to ``<out>/setup.yaml``):
 7. ``robot-rl eval --run <out>/learner --episodes <target-episodes>``: the same policy on the
    direct twin (lockstep, the task's own success), for comparison with the benchmarks.
 
+The arm (``--arm``, default ``fr3``; ``robot-rl rehearse --arm ur5e`` for the 6-DoF UR5e-class
+arm) is the twin node's (``sim.ros_node --arm``, the arm bridge and the joint-mode IK inside it)
+and the setup's ``arm:``, which every env of the day checks the served joints against; the
+demos' stored settings, the learner, the actor and the direct-twin evaluation use it too.
+The ros2_control-shaped twin driven by the generic bridge (``launch/ur5e_twin_ros2_control.yaml``)
+is not a choice here: it scores no episodes, and its ``task/status`` is stamped with the host's
+monotonic clock, which does not restart at a scene reset as the simulated human needs to tell
+episodes apart (:mod:`sim.human_node`).
+
 No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
 env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
 the learner evaluates nothing on a twin of its own (``--eval-episodes 0``), and while the actor
@@ -76,6 +85,10 @@ class RehearseConfig:
     """Report directory (refused if it holds a report; steps' data, logs and figures)."""
     task: str = "pick_cube"
     """Twin task."""
+    arm: str = "fr3"
+    """The twin's arm kind: fr3 (the 7-DoF FR3-class arm, Cartesian impedance control) or ur5e
+    (the 6-DoF UR5e-class arm, joint position control with IK at the bridge rate); the whole
+    day runs on it: the twin node, the demos, the learner and the evaluations (docs/arms.md)."""
     obs: Literal["state", "pixels"] = "pixels"
     """What the policy sees: pixels (the setup's cameras + the robot state) or state (the robot
     state only: the run may not read object poses; reach needs nothing else)."""
@@ -169,6 +182,13 @@ class RehearseConfig:
             raise ValueError("--target-success must be in (0, 1] and --target-episodes >= 1")
         if not self.cameras:
             raise ValueError("--cameras: the classifier needs at least one camera")
+        from sim.twin_arms import TWIN_ARMS
+
+        if self.arm not in TWIN_ARMS:
+            raise ValueError(
+                f"--arm {self.arm!r}: the twin has no such arm kind; choose from "
+                f"{', '.join(sorted(TWIN_ARMS))}"
+            )
         from sim.realtime import EventSchedule
 
         try:  # the twin's own check, before anything starts
@@ -187,9 +207,12 @@ class RehearsalError(RuntimeError):
 
 
 def write_setup(cfg: RehearseConfig) -> Path:
-    """``<out>/setup.yaml``: the real-time twin played as a real robot, scoring its episodes."""
+    """``<out>/setup.yaml``: the real-time twin played as a real robot, scoring its episodes,
+    with the arm ``cfg.arm`` (the twin node's ``--arm`` and the setup's ``arm:``, which the env
+    checks the served joints against)."""
     cams = [{"name": c, "height": cfg.image_size, "width": cfg.image_size} for c in cfg.cameras]
-    twin_args = ["--task", "${task}", "--ns", "${namespace}", "--cameras", *cfg.cameras,
+    twin_args = ["--task", "${task}", "--ns", "${namespace}", "--arm", cfg.arm,
+                 "--cameras", *cfg.cameras,
                  "--image-size", str(cfg.image_size), "--mode", "${clock}",
                  "--control-hz", "${control_hz}", "--state-hz", f"{cfg.state_hz:g}",
                  "--score-log", str((cfg.out / "scores.jsonl").resolve())]  # fmt: skip
@@ -197,6 +220,7 @@ def write_setup(cfg: RehearseConfig) -> Path:
         "name": "rehearsal",
         "namespace": "arm",
         "robot": "twin",
+        "arm": cfg.arm,
         "task": cfg.task,
         "clock": "realtime",
         "control_hz": cfg.control_hz,
@@ -373,7 +397,7 @@ class Rehearsal:
     def _train(self, setup: Path, obs: list[str], size: list[str], up_pid: int) -> None:
         cfg = self.cfg
         bind = f"127.0.0.1:{cfg.port}"
-        env_args = ["--task", cfg.task, *obs, *size]
+        env_args = ["--task", cfg.task, "--arm", cfg.arm, *obs, *size]
         from robot_rl.app.collect import LearnerEnvConfig
 
         if cfg.gripper_discretize and LearnerEnvConfig(task=cfg.task).fixed_gripper() is None:

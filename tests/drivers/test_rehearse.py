@@ -119,6 +119,61 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert again.returncode != 0 and "holds a rehearsal report" in again.stderr
 
 
+def test_the_rehearsal_on_the_ur5e_twin_runs_on_that_arm(tmp_path: Path, a2_domain: int) -> None:
+    """`--arm ur5e`: the twin node serves the 6-joint UR5e-class arm (joint servos, IK in the
+    twin's bridge), the env checks the served joints against the setup's arm, the demos are
+    stored for a ur5e learner, the learner and the direct-twin evaluation build the UR5e twin,
+    and the report names the arm. Smallest budgets: the chain, not learning."""
+    out = tmp_path / "ur5e"
+    options = ["--arm", "ur5e", "--task", "reach", "--obs", "state", "--cameras", "front",
+               "--image-size", "64", "--demos", "2", "--label-episodes", "3",
+               "--label-max-steps", "20", "--robot-minutes", "0.25", "--target-episodes", "2",
+               "--state-hz", "50", "--human-patience-steps", "12"]  # fmt: skip
+    proc = _rehearse(out, a2_domain, options, 900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["arm"] == "ur5e" and report["config"]["arm"] == "ur5e"
+    assert report["record"]["arm"] == "ur5e" and report["record"]["kept"] == 2
+    assert "on the ur5e twin" in (out / "summary.md").read_text()
+    setup = yaml.safe_load((out / "setup.yaml").read_text())
+    twin_args = setup["nodes"][0]["args"]
+    assert setup["arm"] == "ur5e" and twin_args[twin_args.index("--arm") + 1] == "ur5e"
+    from robot_rl.replay import EpisodeLog
+
+    demos = EpisodeLog.open(out / "demos.zarr", mode="r")
+    try:
+        assert demos.meta["env"]["arm"] == "ur5e"
+    finally:
+        demos.close()
+    learner_cfg = json.loads((out / "learner" / "config.json").read_text())
+    assert learner_cfg["cli"]["env"]["arm"] == "ur5e"
+    f = report["figures"]
+    assert f["actor_steps"] > 0 and f["final_eval_episodes"] == 2
+    assert f["final_eval_ros_episodes"] == 2
+
+
+def test_the_rehearsal_writes_the_arm_into_its_setup_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drivers.setup import load_setup
+    from robot_rl.app.rehearse import RehearseConfig, write_setup
+    from robot_rl.cli.main import main
+
+    setup = load_setup(write_setup(RehearseConfig(out=tmp_path, arm="ur5e")))
+    assert setup.arm.name == "ur5e" and setup.arm.num_joints == 6
+    node = setup.node("twin")
+    assert node.args[node.args.index("--arm") + 1] == "ur5e"
+    assert load_setup(write_setup(RehearseConfig(out=tmp_path))).arm.name == "fr3"  # default
+    with pytest.raises(ValueError, match=r"--arm 'ur10': the twin has no such arm kind; choose "
+                       r"from fr3, ur5e"):  # fmt: skip
+        RehearseConfig(arm="ur10")
+    with pytest.raises(SystemExit) as e:  # the command line: usage error, nothing started
+        main(["rehearse", "--arm", "ur10", "--out", str(tmp_path / "never")])
+    assert e.value.code == 2
+    assert "--arm 'ur10'" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
 @pytest.mark.slow
 def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int) -> None:
     """The rehearsal as the stage's benchmark runs it (two cameras, pixels, EfficientNet-Lite0
