@@ -86,9 +86,10 @@ class RehearseConfig:
     task: str = "pick_cube"
     """Twin task."""
     arm: str = "fr3"
-    """The twin's arm kind: fr3 (the 7-DoF FR3-class arm, Cartesian impedance control) or ur5e
-    (the 6-DoF UR5e-class arm, joint position control with IK at the bridge rate); the whole
-    day runs on it: the twin node, the demos, the learner and the evaluations (docs/arms.md)."""
+    """The twin's arm kind (sim.twin_arms.TWIN_ARMS), e.g. fr3 (the 7-DoF FR3-class arm,
+    Cartesian impedance control) or ur5e (the 6-DoF UR5e-class arm, joint position control with
+    IK at the bridge rate); the whole day runs on it: the twin node, the demos, the learner and
+    the evaluations (docs/arms.md)."""
     obs: Literal["state", "pixels"] = "pixels"
     """What the policy sees: pixels (the setup's cameras + the robot state) or state (the robot
     state only: the run may not read object poses; reach needs nothing else)."""
