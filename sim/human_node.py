@@ -42,6 +42,7 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 import numpy as np
 import rclpy
@@ -125,19 +126,26 @@ class StatusFollower:
 
 
 def make_human(
-    task: str, env_cfg: EnvConfig, rule: str | HumanConfig, near_miss: bool = False
+    task: str,
+    env_cfg: EnvConfig,
+    rule: str | HumanConfig,
+    near_miss: bool = False,
+    arm: str = "fr3",
 ) -> SimulatedHuman:
     """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human.
 
     ``rule``: a :class:`HumanConfig`, or only its rule (the other settings default).
     ``near_miss``: the expert stopped short of success (:mod:`sim.experts.near_miss`): the
     failures that look almost like success, which a person labelling a classifier shows it.
+    ``arm``: the twin's arm kind (its task layout sizes the expert's motions, :mod:`sim.layout`).
     """
-    from sim.backend import TASKS, _load
+    from sim.backend import TASKS, _load, task_info
+    from sim.twin_arms import twin_arm
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
-    expert = _load(TASKS[task].expert_class)(env_cfg, None)
+    where = SimpleNamespace(layout=twin_arm(arm).layout)  # what an expert reads of its task
+    expert = _load(task_info(task, arm).expert_class)(env_cfg, where)
     if near_miss:
         from sim.experts.near_miss import NearMissExpert
 
@@ -203,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="pick_cube", help="twin task (sim.backend.TASKS)")
+    p.add_argument(
+        "--arm", default="fr3", help="the twin's arm kind (sim.twin_arms.TWIN_ARMS): its task size"
+    )
     p.add_argument("--ns", default="arm", help="arm namespace")
     p.add_argument("--control-hz", type=float, default=10.0, help="the env's control rate, Hz")
     p.add_argument("--control-rotation", action="store_true", help="7-dim actions (else 4)")
@@ -234,11 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         "pick_cube and peg_insert; 0: never",
     )
     args, ros_args = p.parse_known_args(argv)
-    from sim.backend import TASKS
+    from sim.backend import TASKS, task_info
     from sim.experts.near_miss import NEAR_MISS_TASKS
+    from sim.twin_arms import TWIN_ARMS
 
     if args.task not in TASKS:
         p.error(f"unknown --task {args.task!r}; known: {sorted(TASKS)}")
+    if args.arm not in TWIN_ARMS:
+        p.error(f"unknown --arm {args.arm!r}; the twin has {sorted(TWIN_ARMS)}")
     if args.near_miss_every < 0 or (args.near_miss_every and args.task not in NEAR_MISS_TASKS):
         p.error(
             f"--near-miss-every {args.near_miss_every}: needs k >= 0 and a task with a near-miss "
@@ -247,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     env_cfg = EnvConfig(
         control_hz=args.control_hz,
         control_rotation=args.control_rotation,
-        action_scale_m=args.action_scale_m or TASKS[args.task].action_scale_m,
+        action_scale_m=args.action_scale_m or task_info(args.task, args.arm).action_scale_m,
     )
     try:
         human = HumanConfig(
@@ -262,10 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))  # exit code 2 with the option to fix
     k = args.near_miss_every
     follower = StatusFollower(
-        make_human(args.task, env_cfg, human),
+        make_human(args.task, env_cfg, human, arm=args.arm),
         args.seed,
         control_dt_s=env_cfg.control_dt_s,
-        near_miss=make_human(args.task, env_cfg, human, near_miss=True) if k else None,
+        near_miss=make_human(args.task, env_cfg, human, near_miss=True, arm=args.arm)
+        if k
+        else None,
         near_miss_every=k,
     )
     rclpy.init(args=[sys.argv[0], *ros_args])

@@ -128,15 +128,15 @@ def ur5e_twin(control: str = "joint") -> TwinArm:
 
 
 SO101_SERVO = JointServoConfig(
-    kp_nm_per_rad=80.0,
-    kd_nms_per_rad=0.8,
+    kp_nm_per_rad=150.0,
+    kd_nms_per_rad=1.0,
     vel_max_rad_s=SO101.joint_vel_max_rad_s,
     deadband_rad=0.003,
     backlash_rad=0.01,
     gravity_compensation=False,
 )
-"""A hobby servo (STS3215): soft (its 2.9 N m stall torque reached 2 deg from the goal), no
-gravity compensation (the arm sags under its own weight, 2-4 mm at the tool), a deadband of
+"""A hobby servo (STS3215): soft (its 2.9 N m stall torque reached 1.1 deg from the goal), no
+gravity compensation (the arm sags under its own weight, 1-2 mm at the tool), a deadband of
 about 2 encoder ticks and 0.6 deg of gear play."""
 
 SO101_LAYOUT = TaskLayout(name="so101", centre_xy_m=(0.18, 0.0), scale=0.4, object_scale=0.625)

@@ -186,7 +186,7 @@ def teleop_node(
     if opts.teleop == "sim-expert":
         if setup.robot != "twin":
             raise ValueError(f"{setup.source}: --teleop sim-expert needs a twin setup")
-        args = ("--task", setup.task, "--ns", setup.namespace)
+        args = ("--task", setup.task, "--ns", setup.namespace, "--arm", setup.arm.name)
         args += ("--control-hz", f"{setup.control_hz:g}")
         args += ("--control-rotation",) if control_rotation else ()
         # A run kept from the twin's truth learns of success only from the person's buttons.

@@ -54,7 +54,9 @@ class NearMissExpert:
         if not 0.0 < margin < 1.0:
             raise ValueError(f"margin {margin} must be in (0, 1): a cap at 1 would be success")
         self.expert, self.task, self.margin = expert, task, float(margin)
-        self.threshold_m = LIFT_HEIGHT_M if task == "pick_cube" else SUCCESS_DEPTH_M
+        layout = getattr(expert, "layout", None)  # pick_cube's lift scales with the task
+        lift_m = LIFT_HEIGHT_M if layout is None else layout.length(LIFT_HEIGHT_M)
+        self.threshold_m = lift_m if task == "pick_cube" else SUCCESS_DEPTH_M
         self.cap_m = 0.0
 
     def reset(self, rng: np.random.Generator) -> None:
