@@ -150,8 +150,14 @@ def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
     layout = twin_arm(arm).layout
     if layout.identity:
         return info
+    cx, cy = layout.centre_xy_m
     return replace(
         info,
+        description=(
+            f"{info.description} On the {arm} twin, distances and heights are {layout.scale:g} "
+            f"of these around ({cx:g}, {cy:g}) m and objects {layout.object_scale:g} of these "
+            "sizes (sim/layout.py)."
+        ),
         default_safety=layout.safety(info.default_safety),
         action_scale_m=layout.length(info.action_scale_m),
     )

@@ -25,6 +25,12 @@ stamps: the node's ROS clock, as a driver's):
 - ``--interface cartesian``: subscribes ``/cartesian_compliance_controller/target_frame``
   (``PoseStamped`` in ``base``): the twin's Cartesian target (IK at 100 Hz onto the servos, the
   compliant controller of such a driver); NaN, a non-unit quaternion or another frame is refused;
+- ``--interface servo_bus`` (an arm with a jaw, ``--arm so101``): no arm command topics; the
+  servos answer on a simulated Feetech bus (``drivers.feetech.sim_bus.SimServoBus`` over
+  :class:`sim.ros2_control.TwinServoModel`: positions from physics, goals onto the twin's
+  servos through the same checks) behind a pseudo-terminal linked at ``--port``, with the
+  matching calibration written to ``--calibration-out`` (default ``<port>.json``): what
+  ``python -m drivers.so101.node --port <port> --calibration <port>.json`` drives;
 - ``/gripper/command`` (``std_msgs/Float64``, knuckle rad 0..0.8, clipped; NaN refused);
 - a command watchdog (``--watchdog-s``, default 0.5 s of sim time): no arm command within it ->
   the arm holds where it is (servo goals at the motors / target at the measured TCP), counted:

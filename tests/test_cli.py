@@ -131,6 +131,20 @@ def test_envs_json_lists_pick_cube_with_specs():
         assert "privileged" not in t["rewards"]["sparse"]
 
 
+def test_envs_for_the_so101_lists_its_tasks_in_its_size():
+    proc = robot_rl("envs", "--json", "--arm", "so101")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    tasks = {t["name"]: t for t in out["tasks"]}
+    assert out["arm"] == "so101" and sorted(tasks) == ["pick_cube", "reach"]  # no peg_insert
+    pick = tasks["pick_cube"]
+    assert pick["action_scale_m"] == pytest.approx(0.008)
+    assert pick["default_safety"]["workspace_high_m"][0] <= 0.27
+    assert "On the so101 twin, distances and heights are 0.4" in pick["description"]
+    proc = robot_rl("envs", "--arm", "ur10")
+    assert proc.returncode != 0 and "the twin has" in proc.stderr
+
+
 def test_configure_headless_gl_respects_explicit_choice():
     from robot_rl.cli.main import configure_headless_gl
 

@@ -22,6 +22,9 @@ class EnvsConfig:
     """Camera images are image_size x image_size pixels."""
     control_rotation: bool = True
     """7-dim action with rotation; --no-control-rotation for the 4-dim [dx, dy, dz, gripper]."""
+    arm: str = "fr3"
+    """The twin's arm kind (fr3, ur5e, so101): the tasks it does, with their safety box and
+    action scale in its size (docs/arms.md)."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
 
@@ -52,19 +55,23 @@ def list_envs(cfg: EnvsConfig) -> dict:
     """``{"tasks": [...]}``: per task its description, episode limit, default safety limits,
     observation / action / privileged specs."""
     from robot_rl.app.build import EnvSetup, make_env_from_setup, task_names
-    from sim.backend import TASKS
+    from sim.backend import ARM_TASKS, task_info
+    from sim.twin_arms import TWIN_ARMS
 
+    if cfg.arm not in TWIN_ARMS:
+        raise ValueError(f"--arm {cfg.arm!r}: the twin has {sorted(TWIN_ARMS)}")
     tasks = []
-    for name in task_names():
+    for name in ARM_TASKS.get(cfg.arm, task_names()):
         setup = EnvSetup(
             task=name,
             cameras=cfg.cameras,
             image_size=cfg.image_size,
             control_rotation=cfg.control_rotation,
+            arm=cfg.arm,
         )
         env, backend = make_env_from_setup(setup)
         try:
-            info = TASKS[name]
+            info = task_info(name, cfg.arm)
             obs_spec = from_space(env.observation_space)
             act_spec = from_space(env.action_space)
             tasks.append(
@@ -92,4 +99,4 @@ def list_envs(cfg: EnvsConfig) -> dict:
         finally:
             env.close()
             backend.close()
-    return {"tasks": tasks}
+    return {"arm": cfg.arm, "tasks": tasks}
