@@ -7,6 +7,14 @@ joint servo goals (:mod:`sim.joint_servo`); a Cartesian target (a compliant Cart
 controller's) becomes the twin's TCP target, which the twin turns into joint goals by IK at its
 bridge rate. A command with other joint names than the arm's, a wrong length, NaN/inf or a goal
 outside the joint limits is refused and counted, never executed.
+
+A trajectory with its points' ``time_from_start`` is timed as a ``joint_trajectory_controller``
+times one whose header stamp is zero: it starts on arrival, the first point is reached from the
+servo goal of that moment (a point at time 0 at once), and every state period (:meth:`tick`)
+the servo goal is interpolated linearly between the points; after the last point's time it
+stays there. A new command replaces a running trajectory; the command watchdog counts a
+trajectory as commanded until its end. Without times (and a forward position command), the last
+point is the servo goal at once and the servos move at their speed limit.
 """
 
 from __future__ import annotations
@@ -59,6 +67,9 @@ class ControlledArm:
         self.watchdog_holds = 0
         self.dropped_after_reset = 0
         self._resync = False
+        self._plan: tuple[float, np.ndarray, np.ndarray] | None = None
+        """The running timed trajectory: start (sim s), knot times (K + 1,) from the start (s),
+        knot goals (K + 1, N) rad; knot 0 is the servo goal at acceptance."""
 
     def refuse(self, why: str) -> bool:
         """Count a refused command (also one the node could not decode); returns False."""
@@ -95,20 +106,74 @@ class ControlledArm:
         return self.trajectory(names, [positions], now_s)
 
     def trajectory(
-        self, names: Sequence[str], points: Sequence[Sequence[float]], now_s: float
+        self,
+        names: Sequence[str],
+        points: Sequence[Sequence[float]],
+        now_s: float,
+        times_s: Sequence[float] | None = None,
     ) -> bool:
-        """A ``JointTrajectory``: every point checked, the last one executed; False if refused."""
+        """A ``JointTrajectory``: every point checked; False if refused.
+
+        Args:
+            names: The joint names of the points' positions (any order).
+            points: (K,) points, each (N,) joint positions, rad.
+            now_s: Sim time of arrival, s: the trajectory's start.
+            times_s: (K,) each point's ``time_from_start``, s (finite, non-decreasing, >= 0):
+                followed by :meth:`tick` from the present servo goal. None: the last point is
+                the servo goal at once.
+
+        After a scene reset, a timed trajectory is dropped if its first point is far from the
+        arm (a planner's starts at the arm), an untimed one if its last point is.
+        """
         if not points:
             return self.refuse("a trajectory without points")
+        goals = []
         for positions in points:
             q = self._checked(names, positions)
             if isinstance(q, str):
                 return self.refuse(q)
-        assert self.world.servo is not None
-        if self._stale_after_reset(float(np.max(np.abs(q - self.world.joint_pos()))), RESYNC_RAD):
+            goals.append(q)
+        servo = self.world.servo
+        assert servo is not None
+        if times_s is None:
+            if self._stale_after_reset(
+                float(np.max(np.abs(goals[-1] - self.world.joint_pos()))), RESYNC_RAD
+            ):
+                return False
+            self._plan = None
+            servo.set_goal(goals[-1])
+            return self._accept(now_s)
+        t = np.asarray(times_s, dtype=np.float64)
+        if t.shape != (len(goals),):
+            return self.refuse(f"{t.size} time_from_start values for {len(goals)} points")
+        if not (np.all(np.isfinite(t)) and t[0] >= 0 and np.all(np.diff(t) >= 0)):
+            return self.refuse(
+                f"time_from_start must be finite, >= 0 and non-decreasing: {t.tolist()}"
+            )
+        # the first point is where the motion starts (a planner's: the arm's pose)
+        if self._stale_after_reset(
+            float(np.max(np.abs(goals[0] - self.world.joint_pos()))), RESYNC_RAD
+        ):
             return False
-        self.world.servo.set_goal(q)
-        return self._accept(now_s)
+        self._plan = (now_s, np.append(0.0, t), np.vstack([servo.goal, *goals]))
+        self._follow(now_s)
+        return self._accept(now_s + float(t[-1]))  # commanded until its end
+
+    def _follow(self, now_s: float) -> None:
+        """The running trajectory's servo goal at ``now_s``; past its end: the last point, done."""
+        if self._plan is None:
+            return
+        start_s, times, goals = self._plan
+        t = max(now_s - start_s, 0.0)
+        servo = self.world.servo
+        assert servo is not None
+        if t >= times[-1]:
+            servo.set_goal(goals[-1])
+            self._plan = None
+            return
+        i = int(np.searchsorted(times, t, side="right"))  # times[i - 1] <= t < times[i]
+        a = (t - times[i - 1]) / (times[i] - times[i - 1])
+        servo.set_goal(goals[i - 1] + a * (goals[i] - goals[i - 1]))
 
     def cartesian_target(self, pose: np.ndarray, now_s: float) -> bool:
         """The Cartesian target ``T_base_tcp`` (7,), already decoded (unit quaternion)."""
@@ -118,6 +183,7 @@ class ControlledArm:
             float(np.linalg.norm(pose[:3] - self.world.tcp_pose()[:3])), RESYNC_M
         ):
             return False
+        self._plan = None
         self.world.set_target(pose)
         return self._accept(now_s)
 
@@ -127,6 +193,7 @@ class ControlledArm:
         it arrives: they were meant for the old pose (no real arm teleports; the commander
         needs a moment to notice)."""
         self.watchdog.reset()
+        self._plan = None
         self._resync = True
 
     def _stale_after_reset(self, distance: float, tolerance: float) -> bool:
@@ -153,14 +220,18 @@ class ControlledArm:
         return True
 
     def tick(self, now_s: float) -> None:
-        """Every state period: hold once when the command stream stopped."""
+        """Every state period: the running trajectory's servo goal; hold once when the command
+        stream stopped (a trajectory counts as commanded until its end)."""
+        self._follow(now_s)
         if self.watchdog.expired(now_s):
             self.watchdog.reset()
             self.watchdog_holds += 1
             self.hold()
 
     def hold(self) -> None:
-        """Stop where the arm is (servo goals at the motors; Cartesian target at the TCP)."""
+        """Stop where the arm is (servo goals at the motors; Cartesian target at the TCP); a
+        running trajectory ends."""
+        self._plan = None
         servo = self.world.servo
         if self.interface != "cartesian" and servo is not None:
             servo.set_goal(servo.motor.copy())

@@ -17,11 +17,14 @@ stamps: the node's ROS clock, as a driver's):
   ``/force_torque_sensor_broadcaster/wrench`` (``WrenchStamped`` at the TCP, frame ``base``:
   unlike a UR's, which is in ``tool0``), every state period (``--state-hz``, default 100);
 - ``--interface joint``: subscribes ``/scaled_joint_trajectory_controller/joint_trajectory``
-  (``trajectory_msgs/JointTrajectory``: the last point's positions become the servo goals; the
-  servos move at their speed limit, ``time_from_start`` is not timed) and
-  ``/forward_position_controller/commands`` (``std_msgs/Float64MultiArray``, the arm's joint
-  order). Names (every arm joint, no other), lengths, NaN/inf and the joint limits are checked:
-  a bad command is refused and counted, never executed;
+  (``trajectory_msgs/JointTrajectory``, timed as a joint_trajectory_controller times one with
+  a zero header stamp: it starts on arrival, the servo goals are interpolated linearly from
+  their present values through the points at their ``time_from_start`` and stay at the last
+  point; a new trajectory replaces a running one) and ``/forward_position_controller/commands``
+  (``std_msgs/Float64MultiArray``, the arm's joint order: the servo goals at once, the servos
+  move at their speed limit). Names (every arm joint, no other), lengths, NaN/inf, the joint
+  limits and non-decreasing finite ``time_from_start`` are checked: a bad command is refused
+  and counted, never executed;
 - ``--interface cartesian``: subscribes ``/cartesian_compliance_controller/target_frame``
   (``PoseStamped`` in ``base``): the twin's Cartesian target (IK at 100 Hz onto the servos, the
   compliant controller of such a driver); NaN, a non-unit quaternion or another frame is refused;
@@ -32,9 +35,10 @@ stamps: the node's ROS clock, as a driver's):
   matching calibration written to ``--calibration-out`` (default ``<port>.json``): what
   ``python -m drivers.so101.node --port <port> --calibration <port>.json`` drives;
 - ``/gripper/command`` (``std_msgs/Float64``, knuckle rad 0..0.8, clipped; NaN refused);
-- a command watchdog (``--watchdog-s``, default 0.5 s of sim time): no arm command within it ->
-  the arm holds where it is (servo goals at the motors / target at the measured TCP), counted:
-  the twin's own safety, as a UR's controller stops when its external control stream stops.
+- a command watchdog (``--watchdog-s``, default 0.5 s of sim time): no arm command within it
+  (a trajectory counts until its end) -> the arm holds where it is (servo goals at the motors /
+  target at the measured TCP), counted: the twin's own safety, as a UR's controller stops when
+  its external control stream stops.
 
 Twin only, in ``--ns`` (default ``arm``), stamped with ``time.monotonic()`` (a real camera's time
 base on this host, the one the arm bridge's state uses): ``<cam>/image_raw`` + ``camera_info``
@@ -195,7 +199,8 @@ class Ros2ControlTwinNode(Node):
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         with self.lock:
             points = [list(p.positions) for p in msg.points]
-            self.ctl.trajectory(list(msg.joint_names), points, self._sim_now())
+            times_s = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            self.ctl.trajectory(list(msg.joint_names), points, self._sim_now(), times_s)
 
     def _on_positions(self, msg: Float64MultiArray) -> None:
         with self.lock:

@@ -5,8 +5,9 @@ twin's controller (``sim.ros2_control``), unit tests without ROS.
 tick's step from the previous command, however the targets, the measured joints or IK itself
 misbehave; joint-name mismatches, staleness, limits and tracking errors are errors with messages
 that say what to change; moves arrive; cartesian mode; config validation; the twin's controller
-refuses bad commands and holds when they stop. The node and the ROS 2 graph end to end are in
-``test_ros2_arm_node.py``.
+refuses bad commands and holds when they stop, and times a trajectory by its points'
+``time_from_start`` (the watchdog waiting for its end). The node and the ROS 2 graph end to end
+are in ``test_ros2_arm_node.py``.
 """
 
 from __future__ import annotations
@@ -298,21 +299,29 @@ def test_config_errors_say_what_to_change() -> None:
     assert replace(cfg, mode="cartesian").mode == "cartesian"
 
 
-def test_twin_controller_refuses_bad_commands_and_holds_when_they_stop() -> None:
-    """The ros2_control-shaped twin's own checks (sim.ros2_control, no ROS): wrong joint names,
-    NaN, a goal beyond a limit, one bad point of a trajectory: refused, counted, not executed;
-    the watchdog holds once the command stream stops."""
+@pytest.fixture
+def twin_sim():
+    """The UR5e twin (pick_cube, no cameras) that ``sim.ros2_control.ControlledArm`` drives."""
     from drivers.ik import DiffIKConfig
     from robot_rl.core.config import EnvConfig
     from sim.backend import make_sim_backend
     from sim.config import SimConfig
-    from sim.ros2_control import ControlledArm
 
     def ik(arm):
         return DiffIK(arm.kinematics, arm.arm, DiffIKConfig.for_arm(arm.arm, 0.01)).step
 
     sim = make_sim_backend("pick_cube", SimConfig(arm="ur5e", cameras=()), EnvConfig(), joint_ik=ik)
-    world = sim.world
+    yield sim
+    sim.close()
+
+
+def test_twin_controller_refuses_bad_commands_and_holds_when_they_stop(twin_sim) -> None:
+    """The ros2_control-shaped twin's own checks (sim.ros2_control, no ROS): wrong joint names,
+    NaN, a goal beyond a limit, one bad point of a trajectory: refused, counted, not executed;
+    the watchdog holds once the command stream stops."""
+    from sim.ros2_control import ControlledArm
+
+    world = twin_sim.world
     ctl = ControlledArm(world, "joint", watchdog_s=0.5)
     servo = world.servo
     assert servo is not None
@@ -341,4 +350,72 @@ def test_twin_controller_refuses_bad_commands_and_holds_when_they_stop() -> None
     assert world.gripper_target() == pytest.approx(0.5)
     with pytest.raises(ValueError, match="choose one of"):
         ControlledArm(world, "velocity", 0.5)
-    sim.close()
+
+
+def test_twin_controller_times_a_trajectory_by_its_time_from_start(twin_sim) -> None:
+    """A timed trajectory (times 0.5 s, 1.0 s): the servo goal goes linearly from the goal at
+    acceptance to the first point by 0.5 s, then to the second by 1.0 s, and stays there."""
+    from sim.ros2_control import ControlledArm
+
+    ctl = ControlledArm(twin_sim.world, "joint", watchdog_s=0.5)
+    servo = twin_sim.world.servo
+    goal0 = servo.goal.copy()
+    p1 = HOME + np.array([0.2, -0.1, 0.1, 0.0, 0.1, -0.2])
+    p2 = HOME + np.array([0.4, -0.2, 0.3, 0.1, 0.0, -0.3])
+    assert ctl.trajectory(NAMES, [p1, p2], 10.0, times_s=[0.5, 1.0])
+    np.testing.assert_allclose(servo.goal, goal0)  # starts from the present goal
+    ctl.tick(10.25)
+    np.testing.assert_allclose(servo.goal, goal0 + 0.5 * (p1 - goal0))
+    ctl.tick(10.5)
+    np.testing.assert_allclose(servo.goal, p1)
+    ctl.tick(10.75)
+    np.testing.assert_allclose(servo.goal, 0.5 * (p1 + p2))
+    for now_s in (11.0, 11.2, 11.4):
+        ctl.tick(now_s)
+        np.testing.assert_allclose(servo.goal, p2)
+    assert ctl.accepted == 1 and ctl.watchdog_holds == 0
+    # a point at time 0 is the goal at once; a new trajectory replaces a running one
+    assert ctl.trajectory(NAMES, [p1, HOME], 12.0, times_s=[0.0, 1.0])
+    np.testing.assert_allclose(servo.goal, p1)
+    assert ctl.trajectory(NAMES, [p2], 12.5, times_s=[0.5])
+    ctl.tick(12.75)
+    np.testing.assert_allclose(servo.goal, 0.5 * (p1 + p2))
+
+
+def test_twin_controller_refuses_times_that_go_back_or_are_not_finite(twin_sim) -> None:
+    """time_from_start decreasing, NaN/inf or one per point missing: refused, counted, the
+    servo goal untouched; times_s=None keeps executing the last point at once."""
+    from sim.ros2_control import ControlledArm
+
+    ctl = ControlledArm(twin_sim.world, "joint", watchdog_s=0.5)
+    servo = twin_sim.world.servo
+    goal0 = servo.goal.copy()
+    p1, p2 = HOME + 0.1, HOME - 0.1
+    assert not ctl.trajectory(NAMES, [p1, p2], 0.0, times_s=[1.0, 0.5])
+    assert "non-decreasing" in str(ctl.last_refusal)
+    assert not ctl.trajectory(NAMES, [p1, p2], 0.0, times_s=[0.5, float("inf")])
+    assert "finite" in str(ctl.last_refusal)
+    assert not ctl.trajectory(NAMES, [p1, p2], 0.0, times_s=[0.5])
+    assert ctl.refused == 3 and ctl.accepted == 0
+    ctl.tick(0.5)
+    np.testing.assert_allclose(servo.goal, goal0)
+    assert ctl.trajectory(NAMES, [p1, p2], 1.0)
+    np.testing.assert_allclose(servo.goal, p2)
+
+
+def test_twin_watchdog_waits_for_the_end_of_a_trajectory(twin_sim) -> None:
+    """A 2 s trajectory counts as commanded until its end: no hold in its middle (the 0.5 s
+    watchdog would have fired), one hold 0.5 s after its end, the goal then at the motors."""
+    from sim.ros2_control import ControlledArm
+
+    ctl = ControlledArm(twin_sim.world, "joint", watchdog_s=0.5)
+    servo = twin_sim.world.servo
+    target = HOME + np.array([0.3, -0.2, 0.2, 0.1, 0.1, -0.2])
+    assert ctl.trajectory(NAMES, [target], 0.0, times_s=[2.0])
+    for k in range(1, 251):  # state periods up to 0.5 s after the end
+        ctl.tick(k * TICK_S)
+    assert ctl.watchdog_holds == 0
+    np.testing.assert_allclose(servo.goal, target)
+    ctl.tick(2.51)
+    assert ctl.watchdog_holds == 1
+    np.testing.assert_allclose(servo.goal, servo.motor)
