@@ -1,7 +1,8 @@
 """Helpers of the SO-101 tests (``test_so101_backend.py``, ``test_so101_leader.py``):
 simulated STS3215 servos on a pty, a calibration, servo positions for joint angles, a reference
 forward kinematics, and the ``open_sim`` / ``follower`` fixtures (imported by those modules:
-``from so101_helpers import follower, open_sim``).
+``from so101_helpers import follower, open_sim``). ``wait_for`` and ``sim_buses`` also serve
+the Feetech stack's tests (``test_feetech.py``).
 
 The bus client (:class:`drivers.feetech.bus.FeetechBus`) is the real one, opening a real tty
 with pyserial; only the servos are simulated (:class:`drivers.feetech.sim_bus.SimServoBus`: the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mujoco
@@ -148,19 +150,31 @@ class LagServoModel:
 # -- fixtures -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def open_sim() -> Iterator[Callable[..., SimServoBus]]:
-    """Factory: a started :class:`SimServoBus` with a model (closed at teardown)."""
+@contextmanager
+def sim_buses() -> Iterator[Callable[..., SimServoBus]]:
+    """Factory ``start(model=None, ids=IDS, **sim_bus_options)`` -> a started
+    :class:`SimServoBus` (``model`` None: the bus's default servos); all closed on exit."""
     started: list[SimServoBus] = []
 
-    def start(model: ServoModel, ids: tuple[int, ...] = IDS) -> SimServoBus:
-        sim = SimServoBus(ids, model=model).start()
+    def start(
+        model: ServoModel | None = None, ids: tuple[int, ...] = IDS, **options
+    ) -> SimServoBus:
+        sim = SimServoBus(ids, model=model, **options).start()
         started.append(sim)
         return sim
 
-    yield start
-    for sim in started:
-        sim.close()
+    try:
+        yield start
+    finally:
+        for sim in started:
+            sim.close()
+
+
+@pytest.fixture
+def open_sim() -> Iterator[Callable[..., SimServoBus]]:
+    """Factory: a started :class:`SimServoBus` with a model (closed at teardown)."""
+    with sim_buses() as start:
+        yield start
 
 
 @pytest.fixture

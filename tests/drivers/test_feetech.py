@@ -3,14 +3,14 @@ and calibration files.
 
 The client (:class:`drivers.feetech.bus.FeetechBus`) is the real one, opening a real tty with
 pyserial; only the servos are simulated (:class:`drivers.feetech.sim_bus.SimServoBus`), because
-CI has no servo hardware. Waits are on conditions with timeouts, never fixed sleeps.
+CI has no servo hardware (the simulated buses and ``wait_for`` are ``so101_helpers.py``'s).
+Waits are on conditions with timeouts, never fixed sleeps.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from so101_helpers import IDS, sim_buses, wait_for
 
 from drivers.feetech import calibration as cal
 from drivers.feetech.protocol import (
@@ -41,18 +42,8 @@ from drivers.feetech.protocol import (
 from drivers.feetech.servo_model import KinematicServoConfig, KinematicServoModel
 from drivers.feetech.sim_bus import SimServoBus
 
-IDS = (1, 2, 3, 4, 5, 6)
 TIMEOUT_S = 0.2
 """The client's answer timeout here: far above a pty round trip, tolerant of a loaded CI host."""
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0, what: str = "") -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
-        time.sleep(0.002)  # poll interval
 
 
 # -- codec -------------------------------------------------------------------------------------
@@ -142,18 +133,15 @@ def test_sign_magnitude_is_not_twos_complement() -> None:
 
 @pytest.fixture
 def open_sim() -> Iterator[Callable[..., SimServoBus]]:
-    """Factory: a started :class:`SimServoBus` (closed at teardown)."""
-    started: list[SimServoBus] = []
+    """Factory: a started :class:`SimServoBus`, kinematic servos of ``config`` if given
+    (closed at teardown)."""
+    with sim_buses() as start_bus:
 
-    def start(config: KinematicServoConfig | None = None, **kwargs) -> SimServoBus:
-        model = KinematicServoModel(len(IDS), config) if config is not None else None
-        sim = SimServoBus(IDS, model=model, **kwargs).start()
-        started.append(sim)
-        return sim
+        def start(config: KinematicServoConfig | None = None, **kwargs) -> SimServoBus:
+            model = KinematicServoModel(len(IDS), config) if config is not None else None
+            return start_bus(model, **kwargs)
 
-    yield start
-    for sim in started:
-        sim.close()
+        yield start
 
 
 @pytest.fixture

@@ -45,15 +45,27 @@ def _rehearse(out: Path, domain: int, options: list[str], timeout_s: float):
     )  # fmt: skip
 
 
+def _rehearsed(out: Path, domain: int, options: list[str], timeout_s: float) -> dict:
+    """:func:`_rehearse` that must succeed; its report (the JSON on stdout)."""
+    proc = _rehearse(out, domain, options, timeout_s)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def _small_day(demos: int, label_episodes: int, robot_minutes: float, episodes: int) -> list[str]:
+    """Options of a day on reach from state (one 64 px camera, 50 Hz, 20-step labelling
+    episodes, human patience 12 steps) with these budgets; ``episodes``: the target's."""
+    return ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
+            "--demos", str(demos), "--label-episodes", str(label_episodes),
+            "--label-max-steps", "20", "--robot-minutes", str(robot_minutes),
+            "--target-episodes", str(episodes), "--state-hz", "50",
+            "--human-patience-steps", "12"]  # fmt: skip
+
+
 def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: int) -> None:
     out = tmp_path / "day"
-    options = ["--task", "reach", "--obs", "state", "--cameras", "front", "--image-size", "64",
-               "--demos", "3", "--label-episodes", "4", "--label-max-steps", "20",
-               "--robot-minutes", "0.5", "--target-episodes", "4", "--state-hz", "50",
-               "--reward-gates", "gripper_pos>=0", "--human-patience-steps", "12"]  # fmt: skip
-    proc = _rehearse(out, a2_domain, options, 900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout)
+    options = [*_small_day(3, 4, 0.5, 4), "--reward-gates", "gripper_pos>=0"]
+    report = _rehearsed(out, a2_domain, options, 900)
     assert report == json.loads((out / "report.json").read_text())
     assert set(report["steps"]) == {
         "up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval"
@@ -125,13 +137,7 @@ def test_the_rehearsal_on_the_ur5e_twin_runs_on_that_arm(tmp_path: Path, a2_doma
     stored for a ur5e learner, the learner and the direct-twin evaluation build the UR5e twin,
     and the report names the arm. Smallest budgets: the chain, not learning."""
     out = tmp_path / "ur5e"
-    options = ["--arm", "ur5e", "--task", "reach", "--obs", "state", "--cameras", "front",
-               "--image-size", "64", "--demos", "2", "--label-episodes", "3",
-               "--label-max-steps", "20", "--robot-minutes", "0.25", "--target-episodes", "2",
-               "--state-hz", "50", "--human-patience-steps", "12"]  # fmt: skip
-    proc = _rehearse(out, a2_domain, options, 900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout)
+    report = _rehearsed(out, a2_domain, ["--arm", "ur5e", *_small_day(2, 3, 0.25, 2)], 900)
     assert report["arm"] == "ur5e" and report["config"]["arm"] == "ur5e"
     assert report["record"]["arm"] == "ur5e" and report["record"]["kept"] == 2
     assert "on the ur5e twin" in (out / "summary.md").read_text()
@@ -184,9 +190,7 @@ def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int
     out = tmp_path / "pick"
     options = ["--task", "pick_cube", "--obs", "pixels", "--demos", "5", "--label-episodes", "6",
                "--robot-minutes", "3"]  # fmt: skip
-    proc = _rehearse(out, a2_domain, options, 3600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout)
+    report = _rehearsed(out, a2_domain, options, 3600)
     assert report["record"]["kept"] == 5 and report["train"]["privileged_readers"] == ["teleop"]
     f = report["figures"]
     assert f["episodes"] >= 1 and f["actor_steps"] > 0 and f["learner_updates"] > 0

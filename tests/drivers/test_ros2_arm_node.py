@@ -324,30 +324,17 @@ def test_cartesian_mode_end_to_end(domain, ros_processes, ros_client_factory) ->
 
 def _commander() -> None:  # pragma: no cover - runs in a child process
     """Drive the TCP back and forth by 2 cm in y at 20 Hz from where it is."""
-    rclpy.init()
-    node = rclpy.create_node("commander")
-    latest: dict = {}
-    node.create_subscription(
-        PoseStamped, f"{NS}/ee_pose", lambda m: latest.__setitem__("pose", m), qos.SENSOR
-    )
-    pub = node.create_publisher(PoseStamped, f"{NS}/target_pose", qos.COMMAND)
+    from test_twin_node import run_pose_commander
+
     center: list = []
 
-    def command() -> None:
-        if "pose" not in latest:
-            return
-        cur, stamp = convert.msg_to_pose_stamped(latest["pose"])
+    def target(cur: np.ndarray) -> np.ndarray:
         if not center:
             center.append(cur.copy())
         phase = np.sin(2 * np.pi * 0.5 * time.monotonic())
-        target = frames.pose(center[0][:3] + [0.0, 0.02 * phase, 0.0], center[0][3:7])
-        pub.publish(convert.pose_stamped_to_msg(target, stamp))
+        return frames.pose(center[0][:3] + [0.0, 0.02 * phase, 0.0], center[0][3:7])
 
-    node.create_timer(0.05, command)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
+    run_pose_commander("commander", target, NS)
 
 
 if __name__ == "__main__":

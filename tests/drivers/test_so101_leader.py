@@ -15,15 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from so101_helpers import (
-    HOME_Q,
-    RPT,
-    TIMEOUT_S,
-    ReferenceFK,
-    arm_ticks,
-    calibration,
-    wait_for,
-)
+from so101_helpers import HOME_Q, RPT, TIMEOUT_S, ReferenceFK, arm_ticks, calibration, wait_for
 
 # The open_sim and follower fixtures: imported ``as`` themselves (an explicit re-export), so
 # that linters do not take them for unused imports that the tests' parameters shadow.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -241,37 +242,47 @@ def test_lifecycle_bridge_node_publishes_rejects_and_estops(
 # -- adversarial processes (run as scripts) ---------------------------------------------------
 
 
-def _command_process(kind: str) -> None:  # pragma: no cover - runs in a child process
-    """``commander``: drive the TCP back and forth at 20 Hz. (The flood of garbage and unsafe
-    commands is ``tests/drivers/flooder.py``, used by ``test_flood.py``.)"""
+def run_pose_commander(
+    node_name: str, target: Callable[[np.ndarray], np.ndarray], ns: str = NS
+) -> None:  # pragma: no cover - runs in a child process
+    """A commander's loop (also ``test_ros2_arm_node.py``'s): every 50 ms, ``target(pose)``
+    of the latest ``<ns>/ee_pose`` (7,) to ``<ns>/target_pose``, stamped as that pose; spins
+    until killed."""
     import rclpy
 
     rclpy.init()
-    node = rclpy.create_node(f"{kind}_commander")
+    node = rclpy.create_node(node_name)
     latest: dict = {}
     node.create_subscription(
-        PoseStamped, f"{NS}/ee_pose", lambda m: latest.__setitem__("pose", m), qos.SENSOR
+        PoseStamped, f"{ns}/ee_pose", lambda m: latest.__setitem__("pose", m), qos.SENSOR
     )
-    pub = node.create_publisher(PoseStamped, f"{NS}/target_pose", qos.COMMAND)
-    down = np.array(DOWN_QUAT)
-
-    goal_x = [0.38, 0.62]
+    pub = node.create_publisher(PoseStamped, f"{ns}/target_pose", qos.COMMAND)
 
     def command() -> None:
-        if "pose" not in latest:
-            return
-        cur = _pose_of(latest["pose"])
-        if abs(cur[0] - goal_x[0]) < 0.01:
-            goal_x.reverse()
-        step = np.clip(goal_x[0] - cur[0], -0.03, 0.03)
-        target = frames.pose(cur[:3] + [step, 0.0, 0.0], down)
-        pub.publish(convert.pose_stamped_to_msg(target, _stamp(latest["pose"])))
+        if "pose" in latest:
+            msg = latest["pose"]
+            pub.publish(convert.pose_stamped_to_msg(target(_pose_of(msg)), _stamp(msg)))
 
     node.create_timer(0.05, command)
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
+
+
+def _command_process(kind: str) -> None:  # pragma: no cover - runs in a child process
+    """``commander``: drive the TCP back and forth at 20 Hz. (The flood of garbage and unsafe
+    commands is ``tests/drivers/flooder.py``, used by ``test_flood.py``.)"""
+    down = np.array(DOWN_QUAT)
+    goal_x = [0.38, 0.62]
+
+    def target(cur: np.ndarray) -> np.ndarray:
+        if abs(cur[0] - goal_x[0]) < 0.01:
+            goal_x.reverse()
+        step = np.clip(goal_x[0] - cur[0], -0.03, 0.03)
+        return frames.pose(cur[:3] + [step, 0.0, 0.0], down)
+
+    run_pose_commander(f"{kind}_commander", target)
 
 
 if __name__ == "__main__":
