@@ -30,6 +30,7 @@ expected::
     reset_pose: [0.5, 0.0, 0.2, 0.0, 1.0, 0.0, 0.0]   # hardware: episode start pose
     reset_jitter_m: [0.02, 0.02, 0.0]                 # hardware: optional start jitter
     privileged: false              # twin: the env never reads task/status (see Setup.privileged)
+    bridge_node: arm_bridge        # optional: the arm bridge's node name (see Setup.bridge_node)
     nodes:
       - name: twin                 # unique; log file <name>.log
         module: sim.ros_node       # run as `python -m <module>`
@@ -227,6 +228,11 @@ class Setup:
             on hardware.
         arm: The arm's description (joint names and count, limits, home, tool frame, gripper,
             backend; ``kinematics`` resolved against the setup file's folder).
+        bridge_node: The node serving the contract's ``status`` and services under the
+            namespace: ``twin`` (default on a twin: the twin node is its own bridge) or
+            ``arm_bridge`` (default on hardware; on a twin, a twin that stands in for a vendor
+            driver with our bridge in front of it, ``sim.ros2_control_node``, whose robot-side
+            stamps are then monotonic: ``time_base: monotonic`` is allowed).
     """
 
     name: str
@@ -246,6 +252,7 @@ class Setup:
     reset_jitter_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
     privileged: bool = True
     arm: ArmDescription = FR3
+    bridge_node: str = "twin"
 
     def camera_crops(self, cameras: Sequence[str] | None = None) -> dict[str, list[int] | None]:
         """Camera -> its crop box ``[top, left, height, width]`` (None: the whole frame), for
@@ -304,7 +311,10 @@ TOP_KEYS = (
     "reset_jitter_m",
     "privileged",
     "arm",
+    "bridge_node",
 )
+BRIDGE_NODES = ("twin", "arm_bridge")
+"""Node names of an arm bridge: the twin node itself, or a bridge process in front of a driver."""
 CAMERA_KEYS = ("name", "height", "width", "crop")
 NODE_KEYS = ("name", "module", "args", "parameters", "env", "restart", "required", "terminal")
 RESTART_KEYS = ("policy", "max_restarts", "backoff_s")
@@ -349,7 +359,12 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
     time_base = where.choice(
         top, "time_base", TIME_BASES, "", default="stream" if robot == "twin" else "monotonic"
     )
-    if robot == "twin" and time_base != "stream":
+    bridge_node = where.choice(
+        top, "bridge_node", BRIDGE_NODES, "", default="twin" if robot == "twin" else "arm_bridge"
+    )
+    if robot != "twin" and bridge_node != "arm_bridge":
+        where.fail("bridge_node", "hardware is bridged by arm_bridge (or leave it out)")
+    if robot == "twin" and bridge_node == "twin" and time_base != "stream":
         where.fail("time_base", "the twin stamps with sim time: use stream (or leave it out)")
     reset_pose, reset_jitter_m = _parse_reset(where, top, robot, safety)
     privileged = where.get(top, "privileged", bool, "", default=robot == "twin")
@@ -385,6 +400,7 @@ def parse_setup(raw: Any, source: str = "<setup>") -> Setup:
         reset_jitter_m=reset_jitter_m,
         privileged=privileged,
         arm=arm,
+        bridge_node=bridge_node,
     )
 
 

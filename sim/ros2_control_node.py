@@ -42,7 +42,10 @@ stamps: the node's ROS clock, as a driver's):
 
 Twin only, in ``--ns`` (default ``arm``), stamped with ``time.monotonic()`` (a real camera's time
 base on this host, the one the arm bridge's state uses): ``<cam>/image_raw`` + ``camera_info``
-(IMAGE, ``--camera-hz``), ``task/status`` (every state period), ``controller/status`` (JSON:
+(IMAGE, ``--camera-hz``), ``task/status`` (every state period; with ``--status-stamps sim``
+stamped with sim time instead, which restarts at every scene reset, as the simulated human
+tells episodes apart; ``--score-log PATH``: the twin scores its episodes, :mod:`sim.scoring`),
+``controller/status`` (JSON:
 ``accepted``, ``refused``, ``last_refusal``, ``watchdog_holds``, ``dropped_after_reset``,
 ``interface``), service ``task/reset`` (seed from parameter ``episode_seed``, response
 ``{"start_pose", "stamp_s", "twin_id", "episode"}``: the arm is teleported to the task's start
@@ -91,6 +94,7 @@ from sim.ros2_control import (
     servo_ticks,
 )
 from sim.ros_node import camera_info, twin_joint_ik
+from sim.scoring import EpisodeScores
 
 DRIVER_QOS = QoSProfile(depth=10)  # reliable, volatile: rclcpp's default, as ros2_control's
 
@@ -132,6 +136,8 @@ class Ros2ControlTwinNode(Node):
             cam.connect()
         self.twin_id = secrets.token_hex(4)
         self.episode = 0
+        self.status_stamps = args.status_stamps
+        self.scores = EpisodeScores(args.score_log) if args.score_log else None
         self.declare_parameter("episode_seed", 0)
         ns = args.controller_ns.strip("/")
         prefix = f"/{ns}" if ns else ""
@@ -257,8 +263,11 @@ class Ros2ControlTwinNode(Node):
         wrench.header.stamp = stamp  # the driver's clock, as the other driver topics
         self._pub_wrench.publish(wrench)
         status = self.sim.task.evaluate()
+        sim_now = self._sim_now()
+        if self.scores is not None:
+            self.scores.observe(sim_now, status)
         task = {
-            "stamp_s": time.monotonic(),
+            "stamp_s": sim_now if self.status_stamps == "sim" else time.monotonic(),
             "reward": float(status.reward),
             "success": bool(status.success),
             "failure": bool(status.failure),
@@ -282,10 +291,15 @@ class Ros2ControlTwinNode(Node):
 
     # -- task reset ------------------------------------------------------------------------
 
-    def _reset_task(self) -> np.ndarray:
-        """Under the lock: a new scene, the arm teleported to its start pose, watchdog off."""
+    def _reset_task(self, episode: int = 0) -> np.ndarray:
+        """Under the lock: a new scene (episode ``episode``), the arm teleported to its start
+        pose, watchdog off; the scores close the old episode and open the new one."""
         seed = int(self.get_parameter("episode_seed").value)
+        if self.scores is not None:
+            self.scores.finish("reset")
         start = np.asarray(self.sim.task.reset(np.random.default_rng(seed)), dtype=np.float64)
+        if self.scores is not None:
+            self.scores.start(episode, seed)
         self.sim.robot.reset(start, 0.0)
         self.ctl.watchdog.reset()
         return start
@@ -295,7 +309,7 @@ class Ros2ControlTwinNode(Node):
     ) -> Trigger.Response:
         with self.lock:
             try:
-                start = self._reset_task()
+                start = self._reset_task(self.episode + 1)
             except (RuntimeError, ValueError) as e:
                 response.success, response.message = False, f"task/reset failed: {e}"
                 return response
@@ -322,6 +336,9 @@ class Ros2ControlTwinNode(Node):
             pacer.stop()
         if getattr(self, "bus", None) is not None:
             close_servo_bus(self.bus, self.port_link)
+        scores = getattr(self, "scores", None)
+        if scores is not None:
+            scores.close()
         super().destroy_node()
 
 
@@ -342,6 +359,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-hz", type=float, default=100.0, help="state publication rate, Hz")
     p.add_argument("--camera-hz", type=float, default=30.0, help="camera rate, Hz")
     p.add_argument("--watchdog-s", type=float, default=0.5, help="command watchdog, sim s")
+    p.add_argument(
+        "--score-log",
+        default=None,
+        help="append one JSON line per finished episode here (sim.scoring), the twin's own "
+        "judgement when a run plays a real robot on it",
+    )
+    p.add_argument(
+        "--status-stamps",
+        choices=("monotonic", "sim"),
+        default="monotonic",
+        help="time base of task/status: the host's monotonic clock, or sim time (restarts at "
+        "every scene reset: what the simulated human, sim.human_node, tells episodes by)",
+    )
     p.add_argument(
         "--port",
         default="/tmp/robot_rl_so101_twin",

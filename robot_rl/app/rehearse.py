@@ -35,10 +35,10 @@ The arm (``--arm``, default ``fr3``; ``robot-rl rehearse --arm ur5e`` for the 6-
 arm) is the twin node's (``sim.ros_node --arm``, the arm bridge and the joint-mode IK inside it)
 and the setup's ``arm:``, which every env of the day checks the served joints against; the
 demos' stored settings, the learner, the actor and the direct-twin evaluation use it too.
-The ros2_control-shaped twin driven by the generic bridge (``launch/ur5e_twin_ros2_control.yaml``)
-is not a choice here: it scores no episodes, and its ``task/status`` is stamped with the host's
-monotonic clock, which does not restart at a scene reset as the simulated human needs to tell
-episodes apart (:mod:`sim.human_node`).
+``--driver ros2_control`` puts the arm's own bridge in front of a twin that stands in for its
+vendor driver, as on the robot: the generic ROS 2 bridge on a ros2_control-shaped UR5e (joint
+mode) or FR3 (Cartesian mode), the SO-101 bridge on the SO-101's simulated servo bus
+(:mod:`robot_rl.app.rehearse_setup`).
 
 No privileged information in the loop, enforced: the setup's ``privileged: false`` keeps every
 env of the run from subscribing to ``task/status`` (:class:`drivers.ros_task.RosTwinSceneTask`),
@@ -63,11 +63,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from robot_rl.app.nodes import die_with_parent
 from robot_rl.app.proc_cpu import CpuMeter
 from robot_rl.app.rehearsal_report import training_episodes, unaided_successes
+from robot_rl.app.rehearse_setup import write_setup
 from sim.human import HumanConfig
 
 STEPS = ("up", "record", "label", "reward_train", "reward_eval", "train", "eval_ros", "eval")
@@ -90,6 +89,10 @@ class RehearseConfig:
     Cartesian impedance control) or ur5e (the 6-DoF UR5e-class arm, joint position control with
     IK at the bridge rate); the whole day runs on it: the twin node, the demos, the learner and
     the evaluations (docs/arms.md)."""
+    driver: Literal["twin", "ros2_control"] = "twin"
+    """twin: the twin node is its own arm bridge; ros2_control: the twin stands in for the arm's
+    vendor driver and our bridge for it runs in front (the generic ROS 2 bridge on the ur5e and
+    fr3, the SO-101 bridge on the so101's simulated servo bus), as on the robot."""
     obs: Literal["state", "pixels"] = "pixels"
     """What the policy sees: pixels (the setup's cameras + the robot state) or state (the robot
     state only: the run may not read object poses; reach needs nothing else)."""
@@ -190,6 +193,13 @@ class RehearseConfig:
                 f"--arm {self.arm!r}: the twin has no such arm kind; choose from "
                 f"{', '.join(sorted(TWIN_ARMS))}"
             )
+        from robot_rl.app.rehearse_setup import DRIVER_INTERFACE
+
+        if self.driver == "ros2_control" and self.arm not in DRIVER_INTERFACE:
+            raise ValueError(
+                f"--driver ros2_control: no driver stand-in for the {self.arm} twin; it has "
+                f"{', '.join(sorted(DRIVER_INTERFACE))}"
+            )
         from sim.realtime import EventSchedule
 
         try:  # the twin's own check, before anything starts
@@ -205,44 +215,6 @@ class RehearseConfig:
 
 class RehearsalError(RuntimeError):
     """A step failed; the message names it and the tail of its log."""
-
-
-def write_setup(cfg: RehearseConfig) -> Path:
-    """``<out>/setup.yaml``: the real-time twin played as a real robot, scoring its episodes,
-    with the arm ``cfg.arm`` (the twin node's ``--arm`` and the setup's ``arm:``, which the env
-    checks the served joints against)."""
-    cams = [{"name": c, "height": cfg.image_size, "width": cfg.image_size} for c in cfg.cameras]
-    twin_args = ["--task", "${task}", "--ns", "${namespace}", "--arm", cfg.arm,
-                 "--cameras", *cfg.cameras,
-                 "--image-size", str(cfg.image_size), "--mode", "${clock}",
-                 "--control-hz", "${control_hz}", "--state-hz", f"{cfg.state_hz:g}",
-                 "--score-log", str((cfg.out / "scores.jsonl").resolve())]  # fmt: skip
-    raw = {
-        "name": "rehearsal",
-        "namespace": "arm",
-        "robot": "twin",
-        "arm": cfg.arm,
-        "task": cfg.task,
-        "clock": "realtime",
-        "control_hz": cfg.control_hz,
-        "privileged": False,
-        "cameras": cams,
-        "nodes": [
-            {
-                "name": "twin",
-                "module": "sim.ros_node",
-                "args": twin_args,
-                "restart": {"policy": "never"},
-                "required": True,
-            }
-        ],
-    }
-    path = cfg.out / "setup.yaml"
-    path.write_text(
-        "# written by `robot-rl rehearse`: the twin played as a real robot\n"
-        + yaml.safe_dump(raw, sort_keys=False)
-    )
-    return path
 
 
 class _Say:

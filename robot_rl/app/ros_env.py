@@ -283,7 +283,7 @@ def _build(
     robot = RosRobot(
         RosRobotConfig(
             namespace=setup.namespace,
-            bridge_node="twin" if twin else "arm_bridge",
+            bridge_node=setup.bridge_node,
             max_state_age_s=setup.max_state_age_s,
             safety=safety,
             ack_timeout_s=2.0 if setup.clock == "lockstep" else None,

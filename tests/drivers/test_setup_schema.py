@@ -101,13 +101,13 @@ BAD = [
         ("camers",),
         [],
         "camers: unknown key 'camers'; did you mean 'cameras'? (allowed at the "
-        "top level: arm, cameras, clock, control_hz, ...",
+        "top level: arm, bridge_node, cameras, clock, ...",
     ),
     (("control_hs",), 10, "control_hs: unknown key 'control_hs'; did you mean 'control_hz'? ..."),
     (
         ("colour",),
         "red",
-        "colour: unknown key 'colour' (allowed at the top level: arm, cameras, ...",
+        "colour: unknown key 'colour' (allowed at the top level: arm, bridge_node, ...",
     ),
     # cameras
     (("cameras",), "front", "cameras: expected a list, found the string 'front'"),
@@ -335,7 +335,7 @@ def test_several_unknown_keys_are_listed_together() -> None:
         parse_setup(raw, source="bad.yaml")
     assert str(e.value).startswith(
         "bad.yaml: top level: unknown keys 'camers'; did you mean 'cameras'?, 'contol_hz'; did "
-        "you mean 'control_hz'? (allowed at the top level: arm, cameras, "
+        "you mean 'control_hz'? (allowed at the top level: arm, bridge_node, cameras, "
     ), e.value
 
 
