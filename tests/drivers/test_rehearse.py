@@ -131,11 +131,14 @@ def test_the_rehearsal_runs_every_step_and_reports(tmp_path: Path, a2_domain: in
     assert again.returncode != 0 and "holds a rehearsal report" in again.stderr
 
 
+@pytest.mark.slow  # CI runs the FR3 day above and the SO-101 day over its driver
 def test_the_rehearsal_on_the_ur5e_twin_runs_on_that_arm(tmp_path: Path, a2_domain: int) -> None:
     """`--arm ur5e`: the twin node serves the 6-joint UR5e-class arm (joint servos, IK in the
     twin's bridge), the env checks the served joints against the setup's arm, the demos are
     stored for a ur5e learner, the learner and the direct-twin evaluation build the UR5e twin,
-    and the report names the arm. Smallest budgets: the chain, not learning."""
+    and the report names the arm. Smallest budgets: the chain, not learning. Marked slow: CI
+    runs the same day on the FR3 (test above) and on the SO-101 with its own bridge
+    (``test_rehearse_driver.py``), ~2.5 min each."""
     out = tmp_path / "ur5e"
     report = _rehearsed(out, a2_domain, ["--arm", "ur5e", *_small_day(2, 3, 0.25, 2)], 900)
     assert report["arm"] == "ur5e" and report["config"]["arm"] == "ur5e"
