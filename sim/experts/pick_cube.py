@@ -23,7 +23,10 @@ PRE_GRASP_HEIGHT_M = 0.07
 LIFT_TARGET_Z_M = 0.16
 """TCP height to lift to, metres (well above the success height)."""
 CLOSE_STEPS = 3
-"""Control steps to wait with the gripper closing before lifting."""
+"""Control steps to wait with the gripper closing before lifting ..."""
+CLOSE_MAX_STEPS = 15
+"""... and, if the cube is not held by both pads by then, at most this many (a gripper that
+closes slowly: the SO-101's jaw behind its bridge's closure rate limit)."""
 
 
 def _yaw_of(quat: np.ndarray) -> float:
@@ -98,7 +101,7 @@ class PickCubeExpert(ScriptedExpert):
                 return self.action_towards(tcp, goal, 0.0, q_goal)
         if self.phase == "close":
             self._close_count += 1
-            if self._close_count > CLOSE_STEPS:
+            if (self._close_count > CLOSE_STEPS and grasped) or self._close_count > CLOSE_MAX_STEPS:
                 self.phase = "lift"
             else:
                 return self.action_towards(tcp, tcp[:3], 1.0, q_goal)

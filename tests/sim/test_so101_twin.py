@@ -127,3 +127,38 @@ def test_the_scripted_experts_succeed_on_the_so101(task: str, episodes: int, nee
     finally:
         b.close()
     assert wins >= need
+
+
+def test_the_pick_expert_waits_for_a_slow_jaw_to_hold_the_cube() -> None:
+    """Behind the SO-101 bridge the jaw closes at its closure rate limit (0.5 s from open to
+    closed): the expert keeps closing until both pads hold the cube (at most 15 steps) instead
+    of lifting after 3 steps and losing it."""
+    from robot_rl.core.config import EnvConfig
+    from sim.experts.pick_cube import CLOSE_MAX_STEPS, CLOSE_STEPS, PickCubeExpert
+
+    expert = PickCubeExpert(EnvConfig(action_scale_m=0.008))
+    expert.reset(np.random.default_rng(0))
+    expert.phase = "close"
+    cube = np.array([0.18, 0.0, 0.0125])
+
+    def info(grasped: bool) -> dict:
+        return {
+            keys.INFO_PRIVILEGED: {
+                "tcp_pose": np.concatenate([cube, DOWN_QUAT]),
+                "cube_pos": cube,
+                "cube_quat": np.array([1.0, 0.0, 0.0, 0.0]),
+                "grasped": np.array([float(grasped)]),
+                "cube_lift_m": np.array([0.0]),
+            }
+        }
+
+    for _ in range(CLOSE_STEPS + 3):  # not held yet: keeps closing, in place
+        a = expert.act({}, info(False))
+        assert expert.phase == "close" and a[-1] == 1.0 and np.allclose(a[:3], 0.0)
+    a = expert.act({}, info(True))  # held: lift with the jaw closed
+    assert expert.phase == "lift" and a[2] > 0 and a[-1] == 1.0
+    expert.reset(np.random.default_rng(0))
+    expert.phase = "close"
+    for _ in range(CLOSE_MAX_STEPS + 1):  # never held: gives up closing after the cap
+        expert.act({}, info(False))
+    assert expert.phase != "close"
