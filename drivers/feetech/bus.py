@@ -71,6 +71,11 @@ WRITE_TIMEOUT_S = 0.5
 """pyserial's write timeout, seconds: a port that cannot send a packet in this long is wedged."""
 
 
+MAX_STALE_ANSWERS = 2
+"""Well-formed status packets that are not the awaited answer (late answers to earlier
+requests) dropped while waiting for it."""
+
+
 @dataclass(frozen=True)
 class FeetechBusConfig:
     """How to reach the servos.
@@ -306,10 +311,7 @@ class FeetechBus:
             for _ in range(self.config.retries + 1):
                 self._send(packet)
                 try:
-                    status = self._receive(servo_id, op, address)
-                    if status is None:
-                        raise self._timeout(servo_id, op, address)
-                    status = decode_status(status, servo_id, size)
+                    status = self._answer(servo_id, op, address, size)
                 except (FeetechTimeoutError, FeetechProtocolError) as e:
                     error = e
                     self._drain()
@@ -317,6 +319,31 @@ class FeetechBus:
                 self._note(status)
                 return status
         raise self._final(error)
+
+    def _answer(self, servo_id: int, op: str, address: int | None, size: int) -> StatusPacket:
+        """The answer of ``servo_id`` carrying ``size`` data bytes.
+
+        A whole, well-formed status packet that is not that answer (another servo's, or another
+        size: a late answer to an earlier request that timed out, which reached the port after
+        the input was flushed for this one) is dropped and the next packet read, up to
+        :data:`MAX_STALE_ANSWERS` of them; if nothing else arrives, the dropped packet's
+        mismatch is the error (a servo that really answers wrongly is still reported so).
+        A bad checksum or header is an error at once. A late answer of the same servo and size
+        cannot be told from the awaited one (the protocol has no sequence numbers); the input
+        flush before each request removes it whenever it arrived before the request.
+        """
+        stale: FeetechProtocolError | None = None
+        for _ in range(MAX_STALE_ANSWERS + 1):
+            raw = self._receive(servo_id, op, address)
+            if raw is None:
+                raise stale if stale is not None else self._timeout(servo_id, op, address)
+            decode_status(raw)  # checksum, header: a broken packet is an error, not stale
+            try:
+                return decode_status(raw, servo_id, size)
+            except FeetechProtocolError as e:
+                stale = e
+        assert stale is not None
+        raise stale
 
     def _sync_read_once(
         self, packet: bytes, ids: tuple[int, ...], register: Register

@@ -254,8 +254,46 @@ def test_a_slow_answer_times_out_and_a_late_one_is_not_taken_for_the_next(
         bus.read_register(2, STS3215.PRESENT_VOLTAGE)
     wait_for(lambda: sim.replies_sent > sent, what="the late answer")
     sim.delay_s = 0.0
-    # The next request drops the late answer (1 byte: voltage) and gets its own (2 bytes).
+    # The next request drops the late answer (1 byte: voltage) and gets its own (2 bytes):
+    # flushed before it is sent if the pty has delivered it by then, else read and dropped as
+    # a stale answer (the kernel hands bytes from master to slave on its own schedule).
     assert bus.read_register(2, STS3215.PRESENT_POSITION) == 2048
+
+
+def test_a_stale_answer_read_with_the_awaited_one_is_dropped() -> None:
+    """On a real line a late answer can reach the port after the input was flushed for the
+    next request. Raw bytes on a pty (the byte boundary): the stale packet (1 data byte) comes
+    right before the awaited one (2 bytes) and is dropped; alone, it is the error."""
+    import os
+    import threading
+    import tty
+
+    from drivers.feetech.bus import FeetechBus
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+
+    def answer(*packets: bytes) -> threading.Thread:
+        def serve() -> None:
+            os.read(master, 64)  # the request
+            for packet in packets:
+                os.write(master, packet)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        return thread
+
+    stale, good = status_packet(2, 0, b"\x78"), status_packet(2, 0, b"\x00\x08")
+    with FeetechBus(os.ttyname(slave), ids=(2,), timeout_s=0.3, retries=0) as bus:
+        served = answer(stale, good)
+        assert bus.read_register(2, STS3215.PRESENT_POSITION) == 2048
+        served.join()
+        served = answer(stale)
+        with pytest.raises(FeetechProtocolError, match="carries 1 data bytes, expected 2"):
+            bus.read_register(2, STS3215.PRESENT_POSITION)
+        served.join()
+    os.close(master)
+    os.close(slave)
 
 
 def test_bad_goals_are_refused_before_anything_is_sent(open_sim, open_bus) -> None:
