@@ -101,10 +101,10 @@ class JawSpec:
         open_rad: The jaw angle of closure 0 (fully open as commanded), rad.
         squeeze_rad: The setpoint of closure 1, past the contact at 0 (an object stops the jaw
             before; the actuator's force bound sets the squeeze), rad.
-        face_lever_m: The moving pad's face centre relative to the hinge at ``q = 0``, in the
-            hand frame ``(y, z)``, metres (y: across the jaws, towards the moving one; z: along
-            the approach axis): the jaw's opening at ``q`` is
-            ``y cos q + z sin q - y``.
+        face_lever_m: ``(y, z)`` of the moving pad's face centre relative to the hinge at
+            ``q = 0``, in the hand frame, metres (y: the closing axis, the hinge on the +y side
+            of the fixed pad, so y < 0; z: along the approach axis, towards the tcp): the
+            opening between the pads at ``q`` is ``y cos q + z sin q - y``.
         torque_nm: The jaw servo's largest torque, N m.
     """
 
