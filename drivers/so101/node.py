@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 import rclpy
 
@@ -51,6 +53,17 @@ def build_backend(
     )
 
 
+def wait_for_files(paths: list[str], timeout_s: float, poll_s: float = 0.05) -> list[str]:
+    """Wait until every path exists (a serial device plugged in after the node started, a
+    twin's simulated bus still starting), up to ``timeout_s``; returns the missing ones."""
+    end = time.monotonic() + timeout_s
+    while True:
+        missing = [p for p in paths if not Path(p).exists()]
+        if not missing or time.monotonic() >= end:
+            return missing
+        time.sleep(poll_s)  # poll interval of the wait
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: connect (configure), activate, spin until Ctrl-C / SIGTERM."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -63,7 +76,21 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="switch the servos off at exit (the arm then falls: support it first)",
     )
+    parser.add_argument(
+        "--wait-for-port-s",
+        type=float,
+        default=0.0,
+        help="wait this long for the port and the calibration file to appear before "
+        "connecting (0: they must exist at start)",
+    )
     args, ros_args = parser.parse_known_args(argv)
+    missing = wait_for_files([args.port, args.calibration], args.wait_for_port_s)
+    if missing and args.wait_for_port_s > 0:
+        print(
+            f"so101 node: {missing} did not appear within {args.wait_for_port_s:g} s",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     backend = build_backend(args.port, args.calibration, args.bridge_hz, args.torque_off_on_exit)
     rclpy.init(args=ros_args)
     try:

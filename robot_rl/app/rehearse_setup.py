@@ -99,7 +99,8 @@ def _driver_nodes(cfg: Any, score_log: str) -> list[dict[str, Any]]:
         port = str((cfg.out / "so101_bus").resolve())
         twin += ["--port", port, "--calibration-out", f"{port}.json"]
         bridge_module = "drivers.so101.node"
-        bridge = ["--port", port, "--calibration", f"{port}.json", "--ns", "${namespace}"]
+        bridge = ["--port", port, "--calibration", f"{port}.json", "--ns", "${namespace}",
+                  "--wait-for-port-s", "120"]  # fmt: skip
     else:
         bridge_module = "drivers.ros2_arm.node"
         bridge = ["--mode", interface, "--arm", cfg.arm, "--ns", "${namespace}",
@@ -110,7 +111,8 @@ def _driver_nodes(cfg: Any, score_log: str) -> list[dict[str, Any]]:
             bridge += ["--wrench-topic", "/force_torque_sensor_broadcaster/wrench"]
     return [
         _node("twin", "sim.ros2_control_node", twin),
-        # The bridge may start before the twin's bus or driver topics exist: a few restarts.
+        # The bridge may start before the twin's bus or driver topics exist: it waits for them
+        # (--wait-for-port-s, --connect-timeout-s), and a few restarts on top.
         _node(
             "arm_bridge",
             bridge_module,

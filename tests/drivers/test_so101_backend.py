@@ -229,3 +229,19 @@ def test_the_bridge_resets_through_start_move_and_move_done(follower):
     state = backend.read_state()
     assert np.linalg.norm(state.tcp_pose[:3] - goal[:3]) <= backend.config.move_tolerance_m
     assert state.gripper_pos == pytest.approx(1.0, abs=backend.config.gripper_tolerance)
+
+
+def test_the_node_waits_for_a_port_that_appears_late(tmp_path) -> None:
+    """``--wait-for-port-s``: a device plugged in (or a twin's bus opened) after the node started
+    is waited for; one that never appears is named when the wait ends."""
+    import threading
+
+    pytest.importorskip("rclpy")
+    from drivers.so101.node import wait_for_files
+
+    late, never = tmp_path / "ttyACM0", tmp_path / "ttyACM1"
+    appear = threading.Timer(0.2, late.touch)
+    appear.start()
+    assert wait_for_files([str(late)], timeout_s=30.0) == []
+    appear.join()
+    assert wait_for_files([str(late), str(never)], timeout_s=0.1) == [str(never)]
