@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from drivers.feetech import calibration as cal
 from robot_rl.core.safety import CommandWatchdog
 from sim.world import SimWorld
 
@@ -249,31 +250,44 @@ class ControlledArm:
         }
 
 
-TICKS_PER_TURN = 4096
 TICK_ZERO = 2048
 """The twin's servos read :data:`TICK_ZERO` at joint angle 0 and count up with the angle (one
-turn = :data:`TICKS_PER_TURN` ticks), as an STS3215 mounted at mid-range."""
+turn = 4096 ticks), as an STS3215 mounted at mid-range."""
 
 
-def servo_ticks(q_rad: np.ndarray | float) -> np.ndarray:
-    """Joint angles, rad -> the twin's servo ticks (unrounded)."""
-    return TICK_ZERO + np.asarray(q_rad) * TICKS_PER_TURN / (2 * math.pi)
-
-
-def _to_rad(ticks: np.ndarray) -> np.ndarray:
-    return (np.asarray(ticks, dtype=np.float64) - TICK_ZERO) * (2 * math.pi) / TICKS_PER_TURN
+def twin_servo_calibration(world: SimWorld) -> cal.ArmCalibration:
+    """The calibration of the twin's servos (:class:`TwinServoModel`): ids 1..N the arm joints
+    (zero at :data:`TICK_ZERO`, direction +1, limits the joints'), id N + 1 the jaw (its open
+    end the zero, closing towards :data:`TICK_ZERO`). The SO-101 node reads the twin with it,
+    and the twin's bus converts with it: one conversion on both sides of the bus."""
+    arm = world.arm
+    joints = {
+        name: cal.JointCalibration(
+            servo_id=i + 1,
+            offset_ticks=TICK_ZERO,
+            direction=1,
+            min_ticks=int(np.ceil(TICK_ZERO + lo / cal.RAD_PER_TICK)),
+            max_ticks=int(np.floor(TICK_ZERO + hi / cal.RAD_PER_TICK)),
+        )
+        for i, (name, lo, hi) in enumerate(
+            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
+        )
+    }
+    open_ticks = int(round(TICK_ZERO + world.twin_arm.jaw.open_rad / cal.RAD_PER_TICK))
+    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
+    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
 
 
 class TwinServoModel:
     """The twin's arm behind a simulated servo bus (``drivers.feetech.sim_bus.SimServoBus``'s
     ``ServoModel``): servo ``i`` (ids 1..N) is arm joint ``i``, the last servo is the jaw.
 
-    Positions come from physics (``TICK_ZERO + q * 4096 / 2 pi``; the jaw's from its hinge
-    angle, 0 closed); goals go through :class:`ControlledArm` (checked against the joint limits,
-    dropped after a scene reset until one near the arm arrives, fed to the watchdog) onto the
-    twin's joint servos (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's
-    as a closure. Torque off on a servo: its goal is not applied (the twin's servos hold, they
-    do not go limp). ``sim.ros2_control_node.twin_calibration`` is the matching calibration.
+    Positions come from physics and goals go back to angles through one calibration,
+    :func:`twin_servo_calibration` (``calibration``; the jaw's ticks from its closure). Goals
+    go through :class:`ControlledArm` (checked against the joint limits, dropped after a scene
+    reset until one near the arm arrives, fed to the watchdog) onto the twin's joint servos
+    (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's as a closure. Torque
+    off on a servo: its goal is not applied (the twin's servos hold, they do not go limp).
 
     Args:
         ctl: The twin arm's controller interface (``interface="servo_bus"``).
@@ -285,24 +299,27 @@ class TwinServoModel:
             raise ValueError(f"the {ctl.arm.name} twin has no jaw gripper for a servo bus")
         self.ctl, self.lock = ctl, lock
         self.world = ctl.world
-        self._jaw = self.world.twin_arm.jaw
         self.num_servos = len(ctl.arm.joint_names) + 1
+        self.calibration = twin_servo_calibration(self.world)
 
     def read_positions(self) -> np.ndarray:
         """(N + 1,) ticks: the arm joints, then the jaw."""
         with self.lock:
             q = self.world.joint_pos()
-            jaw = (1.0 - self.world.gripper_closure()) * self._jaw.open_rad
-        ticks = servo_ticks(np.append(q, jaw))
-        return np.clip(np.round(ticks), 0, TICKS_PER_TURN - 1).astype(np.int64)
+            closure = self.world.gripper_closure()
+        arm = self.calibration.rad_to_ticks(q, clip=False)
+        jaw = self.calibration.gripper_closure_to_ticks(closure)
+        return np.clip(np.append(arm, jaw), 0, cal.TICKS_PER_TURN - 1).astype(np.int64)
 
     def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
         """Goals of the servos whose torque is on (all arm joints on: a joint goal)."""
-        q = _to_rad(ticks)
+        ticks = np.asarray(ticks)
+        q = self.calibration.ticks_to_rad(ticks[:-1])
+        closure = self.calibration.gripper_ticks_to_closure(float(ticks[-1]))
         on = np.asarray(torque_enabled, dtype=bool)
         with self.lock:
             now = float(self.world.data.time)
             if np.all(on[:-1]):
-                self.ctl.joint_goal(self.ctl.arm.joint_names, list(q[:-1]), now)
+                self.ctl.joint_goal(self.ctl.arm.joint_names, list(q), now)
             if on[-1]:
-                self.ctl.gripper_closure(1.0 - float(q[-1]) / self._jaw.open_rad)
+                self.ctl.gripper_closure(closure)

@@ -88,10 +88,8 @@ from sim.ros2_control import (
     GRIPPER_CLOSED_RAD,
     GRIPPER_JOINT,
     INTERFACES,
-    TICK_ZERO,
     ControlledArm,
     TwinServoModel,
-    servo_ticks,
 )
 from sim.ros_node import camera_info, twin_joint_ik
 from sim.scoring import EpisodeScores
@@ -387,28 +385,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def twin_calibration(world) -> cal.ArmCalibration:
-    """The calibration of the twin's servos (:class:`sim.ros2_control.TwinServoModel`): ids
-    1..N the arm joints (zero at mid-turn, direction +1, limits the joints'), id N + 1 the jaw
-    (its open end the zero, closing towards mid-turn)."""
-    arm = world.arm
-    joints = {
-        name: cal.JointCalibration(
-            servo_id=i + 1,
-            offset_ticks=TICK_ZERO,
-            direction=1,
-            min_ticks=int(np.ceil(servo_ticks(lo))),
-            max_ticks=int(np.floor(servo_ticks(hi))),
-        )
-        for i, (name, lo, hi) in enumerate(
-            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
-        )
-    }
-    open_ticks = int(round(float(servo_ticks(world.twin_arm.jaw.open_rad))))
-    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
-    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
-
-
 def open_servo_bus(
     ctl: ControlledArm, lock: threading.RLock, port: str, calibration_out: str
 ) -> SimServoBus:
@@ -420,7 +396,7 @@ def open_servo_bus(
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(bus.port)
-    cal.save(twin_calibration(ctl.world), calibration_out or f"{port}.json")
+    cal.save(model.calibration, calibration_out or f"{port}.json")
     return bus
 
 

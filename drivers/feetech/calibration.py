@@ -166,11 +166,12 @@ class ArmCalibration:
             raise ValueError(f"ticks shape {ticks.shape} != ({offset.size},) arm joints")
         return direction * (ticks - offset) * RAD_PER_TICK
 
-    def rad_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
+    def rad_to_ticks(self, q_rad: np.ndarray, clip: bool = True) -> np.ndarray:
         """(N,) angles, rad -> (N,) whole ticks, clipped to each joint's limits.
 
         The clip is the calibrated range: a caller that must know whether a command was cut
-        compares ``ticks_to_rad(rad_to_ticks(q))`` with ``q``.
+        compares ``ticks_to_rad(rad_to_ticks(q))`` with ``q``. ``clip=False``: not clipped (a
+        servo's reading of an angle, as a simulated servo reports it).
         """
         q_rad = np.asarray(q_rad, dtype=float)
         offset, direction, low, high = self._arrays()
@@ -179,7 +180,7 @@ class ArmCalibration:
         if not np.all(np.isfinite(q_rad)):
             raise ValueError(f"q_rad must be finite: {q_rad}")
         ticks = np.round(offset + direction * q_rad / RAD_PER_TICK)
-        return np.clip(ticks, low, high).astype(np.int64)
+        return (np.clip(ticks, low, high) if clip else ticks).astype(np.int64)
 
     def _gripper(self) -> JointCalibration:
         if self.gripper is None:

@@ -162,3 +162,35 @@ def test_the_pick_expert_waits_for_a_slow_jaw_to_hold_the_cube() -> None:
     for _ in range(CLOSE_MAX_STEPS + 1):  # never held: gives up closing after the cap
         expert.act({}, info(False))
     assert expert.phase != "close"
+
+
+def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibration(
+    tmp_path,
+) -> None:
+    """The servo bus's model and the SO-101 node convert ticks with one calibration: what the
+    twin's servos report reads back as the twin's joint angles (within a tick) and the jaw's
+    closure, through the calibration file the node loads; a goal in ticks moves the arm there."""
+    import threading
+
+    from drivers.feetech import calibration as cal
+    from sim.ros2_control import ControlledArm, TwinServoModel
+
+    world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
+    model = TwinServoModel(ControlledArm(world, "servo_bus", watchdog_s=1.0), threading.RLock())
+    cal.save(model.calibration, tmp_path / "twin.json")
+    calibration = cal.load(tmp_path / "twin.json")
+    assert calibration.joint_names == world.arm.joint_names
+    ticks = model.read_positions()
+    assert ticks.shape == (model.num_servos,) == (len(world.arm.joint_names) + 1,)
+    q = calibration.ticks_to_rad(ticks[:-1])
+    np.testing.assert_allclose(q, world.joint_pos(), atol=cal.RAD_PER_TICK)
+    assert calibration.gripper_ticks_to_closure(ticks[-1]) == pytest.approx(
+        world.gripper_closure(), abs=0.02
+    )
+    goal = world.joint_pos() + np.array([0.15, -0.1, 0.1, 0.0, 0.2])
+    goal_ticks = np.append(calibration.rad_to_ticks(goal), calibration.gripper_closure_to_ticks(1))
+    for _ in range(100):  # the bridge repeats its goal each tick; 2 s of sim time
+        model.write_goals(goal_ticks, np.ones(model.num_servos, dtype=bool))
+        world.step(20)
+    assert np.max(np.abs(world.joint_pos() - goal)) < 0.03  # deadband, play, sag
+    assert world.gripper_closure() > 0.95
