@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,9 +30,10 @@ from robot_rl.core.clock import whole_ratio
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import DOWN_QUAT, SafetyConfig
 from sim.camera import SimCamera
-from sim.config import SimConfig
+from sim.config import DEFAULT_ARM, SimConfig
 from sim.controller import ControllerConfig
 from sim.experts.base import Expert
+from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.robot import SimRobot
 from sim.tasks import peg_insert, reach
 from sim.tasks.base import SimTask
@@ -55,7 +56,7 @@ class TaskInfo:
         task_class: ``"module:Class"`` of the :class:`sim.tasks.base.SimTask` subclass
             (imported lazily, when the task is built).
         expert_class: ``"module:Class"`` of the scripted expert; constructed as
-            ``Class(env_cfg, task)``.
+            ``Class(env_cfg, layout)`` (:meth:`make_expert`).
         state_objects: Entries of the task's ``privileged_spec`` that a state-based policy
             needs besides the robot state (where the object is); ``--obs state`` observes
             them through ``robot_rl.wrappers.ObjectState``. Empty when the robot state
@@ -64,6 +65,8 @@ class TaskInfo:
             ``EnvConfig.action_scale_m`` for this task unless a caller sets one).
         fixed_gripper: Gripper command the learner's env holds, dropping the gripper from the
             policy's actions (``robot_rl.wrappers.FixedGripper``); None: the policy commands it.
+        layout: Where the task lies for the twin's arm (:mod:`sim.layout`; set by
+            :func:`task_info`).
     """
 
     description: str
@@ -74,6 +77,12 @@ class TaskInfo:
     state_objects: tuple[str, ...] = ()
     action_scale_m: float = 0.02
     fixed_gripper: float | None = None
+    layout: TaskLayout = FR3_LAYOUT
+
+    def make_expert(self, env_cfg: EnvConfig) -> Expert:
+        """A fresh scripted expert for this task on its arm, acting in ``env_cfg``'s action
+        space (it reads the task's truth from ``info["privileged"]``)."""
+        return _load(self.expert_class)(env_cfg, self.layout)
 
 
 def _load(path: str) -> Any:
@@ -131,9 +140,10 @@ one-sided jaw needs positioning that its servos' 0.6 deg of play (about 2 mm at 
 and its 5 joints (no free tilt about the approach axis' normal) do not give."""
 
 
-def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
-    """:data:`TASKS` ``[task_name]`` for the twin's arm ``arm``: its safety box and action scale
-    mapped by the arm's :class:`~sim.layout.TaskLayout` (unchanged for the FR3 and UR5e).
+def task_info(task_name: str, arm: str | None = None) -> TaskInfo:
+    """:data:`TASKS` ``[task_name]`` for the twin's arm ``arm`` (None: the default,
+    :data:`sim.config.DEFAULT_ARM`): its safety box and action scale mapped by the arm's
+    :class:`~sim.layout.TaskLayout` (unchanged for the FR3 and UR5e), and the layout itself.
 
     Raises:
         ValueError: Unknown task or arm, or a task the arm does not do (:data:`ARM_TASKS`).
@@ -141,6 +151,7 @@ def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(TASKS))}")
     info = TASKS[task_name]
+    arm = arm or DEFAULT_ARM
     allowed = ARM_TASKS.get(arm)
     if allowed is not None and task_name not in allowed:
         raise ValueError(
@@ -149,7 +160,7 @@ def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
         )
     layout = twin_arm(arm).layout
     if layout.identity:
-        return info
+        return info  # its layout: FR3_LAYOUT, the tasks as written
     cx, cy = layout.centre_xy_m
     return replace(
         info,
@@ -160,6 +171,7 @@ def task_info(task_name: str, arm: str = "fr3") -> TaskInfo:
         ),
         default_safety=layout.safety(info.default_safety),
         action_scale_m=layout.length(info.action_scale_m),
+        layout=layout,
     )
 
 
@@ -175,11 +187,10 @@ class SimBackend:
     safety: SafetyConfig
     env_cfg: EnvConfig
     info: TaskInfo
-    _expert_cls: Any = field(repr=False, default=None)
 
     def make_expert(self) -> Expert:
         """A fresh scripted expert for this task (acts in the base env's action space)."""
-        return self._expert_cls(self.env_cfg, self.task)
+        return self.info.make_expert(self.env_cfg)
 
     def close(self) -> None:
         """Free renderers (OpenGL contexts)."""
@@ -249,5 +260,4 @@ def make_sim_backend(
         safety=safety,
         env_cfg=env_cfg,
         info=info,
-        _expert_cls=_load(info.expert_class),
     )

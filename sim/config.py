@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+DEFAULT_ARM = "fr3"
+"""The twin's arm kind when none is named (a key of :data:`sim.twin_arms.TWIN_ARMS`): the
+7-DoF FR3-class arm, the kind the twin's tasks are written for."""
+
 
 def check_action_delay_s(value: float) -> float:
     """``value`` as a float if it is a valid action delay (finite, >= 0 s), else ValueError.
@@ -71,7 +75,7 @@ class SimConfig:
     image_width: int = 128
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     action_delay_s: float = 0.0
-    arm: str = "fr3"
+    arm: str = DEFAULT_ARM
 
     def __post_init__(self) -> None:
         check_action_delay_s(self.action_delay_s)

@@ -42,7 +42,6 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping
-from types import SimpleNamespace
 
 import numpy as np
 import rclpy
@@ -57,6 +56,7 @@ from drivers.ros_task import decode_status
 from drivers.teleop.mapping import joy_from_state
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import TeleopState
+from sim.config import DEFAULT_ARM
 from sim.human import HumanConfig, SimulatedHuman
 
 STAMP_TOL_S = 1e-6
@@ -130,7 +130,7 @@ def make_human(
     env_cfg: EnvConfig,
     rule: str | HumanConfig,
     near_miss: bool = False,
-    arm: str = "fr3",
+    arm: str = DEFAULT_ARM,
 ) -> SimulatedHuman:
     """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human.
 
@@ -139,13 +139,11 @@ def make_human(
     failures that look almost like success, which a person labelling a classifier shows it.
     ``arm``: the twin's arm kind (its task layout sizes the expert's motions, :mod:`sim.layout`).
     """
-    from sim.backend import TASKS, _load, task_info
-    from sim.twin_arms import twin_arm
+    from sim.backend import TASKS, task_info
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
-    where = SimpleNamespace(layout=twin_arm(arm).layout)  # what an expert reads of its task
-    expert = _load(task_info(task, arm).expert_class)(env_cfg, where)
+    expert = task_info(task, arm).make_expert(env_cfg)
     if near_miss:
         from sim.experts.near_miss import NearMissExpert
 
@@ -212,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="pick_cube", help="twin task (sim.backend.TASKS)")
     p.add_argument(
-        "--arm", default="fr3", help="the twin's arm kind (sim.twin_arms.TWIN_ARMS): its task size"
+        "--arm",
+        default=DEFAULT_ARM,
+        help="the twin's arm kind (sim.twin_arms.TWIN_ARMS): its task size",
     )
     p.add_argument("--ns", default="arm", help="arm namespace")
     p.add_argument("--control-hz", type=float, default=10.0, help="the env's control rate, Hz")

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from drivers.feetech import calibration as cal
 from robot_rl.core.safety import CommandWatchdog
 from sim.world import SimWorld
 
@@ -250,40 +249,19 @@ class ControlledArm:
         }
 
 
+TICKS_PER_TURN = 4096
 TICK_ZERO = 2048
 """The twin's servos read :data:`TICK_ZERO` at joint angle 0 and count up with the angle (one
-turn = 4096 ticks), as an STS3215 mounted at mid-range."""
-
-
-def twin_servo_calibration(world: SimWorld) -> cal.ArmCalibration:
-    """The calibration of the twin's servos (:class:`TwinServoModel`): ids 1..N the arm joints
-    (zero at :data:`TICK_ZERO`, direction +1, limits the joints'), id N + 1 the jaw (its open
-    end the zero, closing towards :data:`TICK_ZERO`). The SO-101 node reads the twin with it,
-    and the twin's bus converts with it: one conversion on both sides of the bus."""
-    arm = world.arm
-    joints = {
-        name: cal.JointCalibration(
-            servo_id=i + 1,
-            offset_ticks=TICK_ZERO,
-            direction=1,
-            min_ticks=int(np.ceil(TICK_ZERO + lo / cal.RAD_PER_TICK)),
-            max_ticks=int(np.floor(TICK_ZERO + hi / cal.RAD_PER_TICK)),
-        )
-        for i, (name, lo, hi) in enumerate(
-            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
-        )
-    }
-    open_ticks = int(round(TICK_ZERO + world.twin_arm.jaw.open_rad / cal.RAD_PER_TICK))
-    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
-    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
+turn = :data:`TICKS_PER_TURN` ticks), as an STS3215 mounted at mid-range."""
 
 
 class TwinServoModel:
     """The twin's arm behind a simulated servo bus (``drivers.feetech.sim_bus.SimServoBus``'s
     ``ServoModel``): servo ``i`` (ids 1..N) is arm joint ``i``, the last servo is the jaw.
 
-    Positions come from physics and goals go back to angles through one calibration,
-    :func:`twin_servo_calibration` (``calibration``; the jaw's ticks from its closure). Goals
+    Positions come from physics and goals go back to angles through one calibration (the
+    node's ``sim.ros2_control_node.twin_servo_calibration``, the file the SO-101 node loads:
+    one conversion on both sides of the bus; the jaw's ticks from its closure). Goals
     go through :class:`ControlledArm` (checked against the joint limits, dropped after a scene
     reset until one near the arm arrives, fed to the watchdog) onto the twin's joint servos
     (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's as a closure. Torque
@@ -292,15 +270,22 @@ class TwinServoModel:
     Args:
         ctl: The twin arm's controller interface (``interface="servo_bus"``).
         lock: The node's physics lock (the bus thread calls in here).
+        calibration: ``drivers.feetech.calibration.ArmCalibration`` of these servos (arm
+            joints in the arm's order, then the jaw as the gripper).
     """
 
-    def __init__(self, ctl: ControlledArm, lock) -> None:
+    def __init__(self, ctl: ControlledArm, lock, calibration) -> None:
         if ctl.world.twin_arm.jaw is None:
             raise ValueError(f"the {ctl.arm.name} twin has no jaw gripper for a servo bus")
         self.ctl, self.lock = ctl, lock
         self.world = ctl.world
         self.num_servos = len(ctl.arm.joint_names) + 1
-        self.calibration = twin_servo_calibration(self.world)
+        if tuple(calibration.joint_names) != tuple(ctl.arm.joint_names):
+            raise ValueError(
+                f"calibration joints {calibration.joint_names} are not the {ctl.arm.name} "
+                f"twin's {ctl.arm.joint_names}"
+            )
+        self.calibration = calibration
 
     def read_positions(self) -> np.ndarray:
         """(N + 1,) ticks: the arm joints, then the jaw."""
@@ -309,7 +294,7 @@ class TwinServoModel:
             closure = self.world.gripper_closure()
         arm = self.calibration.rad_to_ticks(q, clip=False)
         jaw = self.calibration.gripper_closure_to_ticks(closure)
-        return np.clip(np.append(arm, jaw), 0, cal.TICKS_PER_TURN - 1).astype(np.int64)
+        return np.clip(np.append(arm, jaw), 0, TICKS_PER_TURN - 1).astype(np.int64)
 
     def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
         """Goals of the servos whose torque is on (all arm joints on: a joint goal)."""

@@ -88,6 +88,7 @@ from sim.ros2_control import (
     GRIPPER_CLOSED_RAD,
     GRIPPER_JOINT,
     INTERFACES,
+    TICK_ZERO,
     ControlledArm,
     TwinServoModel,
 )
@@ -385,12 +386,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def twin_servo_calibration(world) -> cal.ArmCalibration:
+    """The calibration of the twin's servos (:class:`sim.ros2_control.TwinServoModel`): ids
+    1..N the arm joints (zero at :data:`TICK_ZERO`, direction +1, limits the joints'), id
+    N + 1 the jaw (its open end the zero, closing towards :data:`TICK_ZERO`). The twin's bus
+    converts with it and the SO-101 node reads its file: one conversion on both sides."""
+    arm = world.arm
+    joints = {
+        name: cal.JointCalibration(
+            servo_id=i + 1,
+            offset_ticks=TICK_ZERO,
+            direction=1,
+            min_ticks=int(np.ceil(TICK_ZERO + lo / cal.RAD_PER_TICK)),
+            max_ticks=int(np.floor(TICK_ZERO + hi / cal.RAD_PER_TICK)),
+        )
+        for i, (name, lo, hi) in enumerate(
+            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
+        )
+    }
+    open_ticks = int(round(TICK_ZERO + world.twin_arm.jaw.open_rad / cal.RAD_PER_TICK))
+    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
+    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
+
+
 def open_servo_bus(
     ctl: ControlledArm, lock: threading.RLock, port: str, calibration_out: str
 ) -> SimServoBus:
     """Start the simulated servo bus over the twin's arm, link ``port`` to its pty and write the
     matching calibration file (``calibration_out``, default ``<port>.json``)."""
-    model = TwinServoModel(ctl, lock)
+    model = TwinServoModel(ctl, lock, twin_servo_calibration(ctl.world))
     bus = SimServoBus(ids=tuple(range(1, model.num_servos + 1)), model=model).start()
     link = Path(port)
     if link.is_symlink() or link.exists():

@@ -91,7 +91,7 @@ from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.types import ArmCommand, RobotState, UnsafeCommandError
 from sim.backend import TASKS, SimBackend, make_sim_backend, task_info
-from sim.config import SimConfig
+from sim.config import DEFAULT_ARM, SimConfig
 from sim.realtime import EventSchedule, RealtimePacer, TwinEvent
 from sim.robot import SimRobot
 from sim.scoring import EpisodeScores
@@ -505,7 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="lockstep")
     p.add_argument("--control-hz", type=float, default=10.0, help="control rate, Hz")
     p.add_argument("--sim-hz", type=float, default=500.0, help="physics rate, Hz")
-    p.add_argument("--arm", default="fr3", help="the twin's arm kind (sim.twin_arms.TWIN_ARMS)")
+    p.add_argument(
+        "--arm", default=DEFAULT_ARM, help="the twin's arm kind (sim.twin_arms.TWIN_ARMS)"
+    )
     p.add_argument(
         "--command-wait-s", type=float, default=0.1, help="lockstep: wait for a fresh target, s"
     )

@@ -32,6 +32,11 @@ from sim.joint_servo import JointServoConfig
 from sim.layout import FR3_LAYOUT, TaskLayout
 
 CONTROLS = ("impedance", "joint")
+VENDOR_INTERFACES = ("cartesian", "joint", "servo_bus")
+"""How the arm's vendor driver is reached (the ros2_control twin's ``--interface``,
+``sim.ros2_control.INTERFACES``): a compliant Cartesian controller (a Franka under
+ros2_control), joint trajectory / position controllers (a UR's driver), the servos' own
+serial bus (an SO-101's Feetech bus)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,9 @@ class TwinArm:
         gripper_mjcf: The gripper's scene-level MJCF; None: the parallel hand's.
         layout: Where the tasks lie for this arm (:mod:`sim.layout`).
         front_camera: ``(position, look-at point)`` of camera ``front``; None: the FR3 scene's.
+        vendor_interface: One of :data:`VENDOR_INTERFACES`: how a robot of this kind is
+            commanded through its vendor's driver, which the ros2_control twin plays
+            (``robot-rl rehearse --driver ros2_control`` puts the arm's bridge in front of it).
     """
 
     arm: ArmDescription
@@ -66,10 +74,15 @@ class TwinArm:
     gripper_mjcf: GripperMjcf | None = None
     layout: TaskLayout = FR3_LAYOUT
     front_camera: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    vendor_interface: str = "cartesian"
 
     def __post_init__(self) -> None:
         if self.control not in CONTROLS:
             raise ValueError(f"control {self.control!r} is not one of {CONTROLS}")
+        if self.vendor_interface not in VENDOR_INTERFACES:
+            raise ValueError(
+                f"vendor_interface {self.vendor_interface!r} is not one of {VENDOR_INTERFACES}"
+            )
         if self.control == "joint" and self.servo is None:
             raise ValueError(f"{self.arm.name}: joint control needs a servo config")
 
@@ -124,6 +137,7 @@ def ur5e_twin(control: str = "joint") -> TwinArm:
         control=control,
         servo=UR5E_SERVO,
         kinematics=str(MODELS_DIR / "ur5e.xml"),
+        vendor_interface="joint",
     )
 
 
@@ -211,6 +225,7 @@ def so101_twin() -> TwinArm:
         gripper_mjcf=jaw_mjcf(SO101_JAW),
         layout=lay,
         front_camera=camera,
+        vendor_interface="servo_bus",
     )
 
 

@@ -37,7 +37,7 @@ from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.specs import ArraySpec
 from robot_rl.envs import RobotEnv
 from sim.backend import TASKS, SimBackend, make_sim_backend, task_info
-from sim.config import RandomizationConfig, SimConfig
+from sim.config import DEFAULT_ARM, RandomizationConfig, SimConfig
 from sim.human import HumanConfig, SimHumanTeleop, SimulatedHuman
 from sim.twin_arms import TwinArm
 
@@ -132,7 +132,7 @@ class EnvSetup:
     action_delay_ms: float = 0.0
     """Each action takes effect this long after it was sent (below one control period; the
     previous target holds meanwhile), a real arm's latency on the direct twin. 0: at once."""
-    arm: str = "fr3"
+    arm: str = DEFAULT_ARM
     """The twin's arm kind: fr3 (7-DoF, impedance control), ur5e (6-DoF, joint position
     control with IK at the bridge rate) or so101 (5-DoF hobby servos and a jaw; the tasks at
     0.4 of their size); docs/arms.md."""

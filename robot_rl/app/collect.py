@@ -25,6 +25,7 @@ from robot_rl.app.build import EnvSetup, WrapperConfig, check_task
 from robot_rl.core import keys
 from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 from sim.backend import TASKS
+from sim.config import DEFAULT_ARM
 
 ObsMode = Literal["state", "pixels"]
 
@@ -79,7 +80,7 @@ class LearnerEnvConfig:
     then keeps its gripper as it is instead of half-closing it: a half-closed hand cannot
     straddle the object, and on a real Franka Hand every new target is a blocking move. Not a
     data setting: a teleop device's gripper commands are -1 or +1 either way."""
-    arm: str = "fr3"
+    arm: str = DEFAULT_ARM
     """The twin's arm kind: fr3 (the 7-DoF FR3-class arm, Cartesian impedance control) or ur5e
     (the 6-DoF UR5e-class arm, joint position control with IK at the bridge rate); the
     observation and actions are the same for every arm (docs/arms.md)."""

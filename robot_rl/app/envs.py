@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from robot_rl.core.specs import ArraySpec, describe, from_space
+from sim.config import DEFAULT_ARM
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class EnvsConfig:
     """Camera images are image_size x image_size pixels."""
     control_rotation: bool = True
     """7-dim action with rotation; --no-control-rotation for the 4-dim [dx, dy, dz, gripper]."""
-    arm: str = "fr3"
+    arm: str = DEFAULT_ARM
     """The twin's arm kind (fr3, ur5e, so101): the tasks it does, with their safety box and
     action scale in its size (docs/arms.md)."""
     json: bool = False

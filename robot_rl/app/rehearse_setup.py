@@ -25,8 +25,6 @@ import yaml
 
 DRIVERS = ("twin", "ros2_control")
 """``--driver`` choices (module docstring)."""
-DRIVER_INTERFACE = {"ur5e": "joint", "fr3": "cartesian", "so101": "servo_bus"}
-"""The ros2_control twin's interface per arm kind (``--driver ros2_control``)."""
 UR_GRIPPER = [
     "--gripper-command-topic", "/gripper/command", "--gripper-state-topic", "/joint_states",
     "--gripper-joint", "robotiq_85_left_knuckle_joint", "--gripper-scale", "0.8",
@@ -88,8 +86,9 @@ def _driver_nodes(cfg: Any, score_log: str) -> list[dict[str, Any]]:
     """The ros2_control twin and the arm's bridge in front of it."""
     from drivers.arm_bridge.params import safety_to_dict
     from sim.backend import task_info
+    from sim.twin_arms import twin_arm
 
-    interface = DRIVER_INTERFACE[cfg.arm]
+    interface = twin_arm(cfg.arm).vendor_interface
     twin = ["--arm", cfg.arm, "--task", "${task}", "--ns", "${namespace}",
             "--interface", interface, "--cameras", *cfg.cameras,
             "--image-size", str(cfg.image_size), "--state-hz", f"{cfg.state_hz:g}",

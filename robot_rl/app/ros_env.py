@@ -83,9 +83,7 @@ class RosBackend:
                 f"(robot: twin and a known task); this setup is robot: {self.setup.robot}, "
                 f"task: {self.setup.task!r}"
             )
-        from sim.backend import _load
-
-        return _load(info.expert_class)(self.env_cfg, self.task)
+        return info.make_expert(self.env_cfg)
 
     def close(self) -> None:
         """Close the ROS session and stop the nodes this process started (idempotent)."""
@@ -132,8 +130,8 @@ def _twin_task_info(setup: Setup):
 
     if setup.task not in TASKS:
         return None
-    arm = setup.arm.name if setup.arm.name in TWIN_ARMS else "fr3"
-    return task_info(setup.task, arm)
+    # a twin setup describing an arm the twin has no model of: the default twin arm plays it
+    return task_info(setup.task, setup.arm.name if setup.arm.name in TWIN_ARMS else None)
 
 
 def make_ros_env(

@@ -31,6 +31,7 @@ from robot_rl.core import frames, keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import DOWN_QUAT
 from sim.experts.base import ScriptedExpert
+from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.tasks.peg_insert import HOLE_DEPTH_M, SUCCESS_DEPTH_M, yaw_of
 
 APPROACH_HEIGHT_M = 0.012
@@ -66,7 +67,8 @@ class PegInsertExpert(ScriptedExpert):
 
     Args:
         env_cfg: The base env's config (action layout and scales).
-        task: The task (unused; the expert reads ``info["privileged"]``).
+        layout: Where the task lies for the twin's arm (:mod:`sim.layout`; unused: the expert
+            reads ``info["privileged"]``).
         hole_xy_error_m: Largest per-axis error of the expert's belief of the hole position,
             metres; a fresh error is drawn uniformly at every :meth:`reset` (0: exact sim truth).
             Like a real robot's imperfect hole estimate; above half the clearance (1.5 mm) the
@@ -74,7 +76,7 @@ class PegInsertExpert(ScriptedExpert):
     """
 
     def __init__(
-        self, env_cfg: EnvConfig, task: object | None = None, hole_xy_error_m: float = 0.0
+        self, env_cfg: EnvConfig, layout: TaskLayout = FR3_LAYOUT, hole_xy_error_m: float = 0.0
     ) -> None:
         super().__init__(env_cfg)
         if hole_xy_error_m < 0:

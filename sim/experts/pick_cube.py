@@ -39,14 +39,14 @@ class PickCubeExpert(ScriptedExpert):
 
     Args:
         env_cfg: The base env's config (action layout and scales).
-        task: The task: its :attr:`~sim.tasks.base.SimTask.layout` scales the expert's heights
-            and tolerances (none: the tasks as written); the rest comes from
-            ``info["privileged"]``.
+        layout: Where the task lies for the twin's arm (:mod:`sim.layout`,
+            :attr:`sim.tasks.base.SimTask.layout`): it scales the expert's heights and
+            tolerances; the rest comes from ``info["privileged"]``.
     """
 
-    def __init__(self, env_cfg: EnvConfig, task: object | None = None) -> None:
+    def __init__(self, env_cfg: EnvConfig, layout: TaskLayout = FR3_LAYOUT) -> None:
         super().__init__(env_cfg)
-        self.layout: TaskLayout = getattr(task, "layout", FR3_LAYOUT)
+        self.layout = layout
         self.phase = "approach"
         self._close_count = 0
 

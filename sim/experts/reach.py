@@ -10,6 +10,7 @@ from robot_rl.core import keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.safety import DOWN_QUAT
 from sim.experts.base import ScriptedExpert
+from sim.layout import FR3_LAYOUT, TaskLayout
 
 
 class ReachExpert(ScriptedExpert):
@@ -17,10 +18,11 @@ class ReachExpert(ScriptedExpert):
 
     Args:
         env_cfg: The base env's config (action layout and scales).
-        task: The task (unused; the expert reads ``info["privileged"]``).
+        layout: Where the task lies for the twin's arm (:mod:`sim.layout`; unused: the expert
+            reads ``info["privileged"]``).
     """
 
-    def __init__(self, env_cfg: EnvConfig, task: object | None = None) -> None:
+    def __init__(self, env_cfg: EnvConfig, layout: TaskLayout = FR3_LAYOUT) -> None:
         super().__init__(env_cfg)
 
     def reset(self, rng: np.random.Generator) -> None:

@@ -66,12 +66,37 @@ def test_bridge_node_and_time_base_are_checked() -> None:
         parse_setup(hw)
 
 
-def test_an_arm_without_a_driver_stand_in_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from robot_rl.app import rehearse_setup
+@pytest.mark.parametrize(
+    ("arm", "bridge", "interface"),
+    [
+        ("fr3", "drivers.ros2_arm.node", "cartesian"),
+        ("ur5e", "drivers.ros2_arm.node", "joint"),
+        ("so101", "drivers.so101.node", "servo_bus"),
+    ],
+)
+def test_each_twin_arm_is_driven_through_its_vendor_interface_by_its_bridge(
+    tmp_path: Path, arm: str, bridge: str, interface: str
+) -> None:
+    """`--driver ros2_control`: the twin plays the arm kind's vendor driver (its
+    ``TwinArm.vendor_interface``) and the arm's own bridge stands in front of it."""
+    cfg = RehearseConfig(arm=arm, driver="ros2_control", out=tmp_path)
+    setup = load_setup(write_setup(cfg))
+    nodes = {n.name: n for n in setup.nodes}
+    assert nodes["twin"].module == "sim.ros2_control_node"
+    args = list(nodes["twin"].args)
+    assert args[args.index("--interface") + 1] == interface
+    assert args[args.index("--arm") + 1] == arm
+    assert nodes["arm_bridge"].module == bridge
+    assert setup.bridge_node == "arm_bridge"
 
-    monkeypatch.delitem(rehearse_setup.DRIVER_INTERFACE, "fr3")
-    with pytest.raises(ValueError, match="no driver stand-in for the fr3 twin"):
-        RehearseConfig(arm="fr3", driver="ros2_control")
+
+def test_a_twin_arm_with_an_unknown_vendor_interface_is_refused() -> None:
+    from dataclasses import replace
+
+    from sim.twin_arms import fr3_twin
+
+    with pytest.raises(ValueError, match="vendor_interface 'ethercat' is not one of"):
+        replace(fr3_twin(), vendor_interface="ethercat")
 
 
 def test_the_so101_day_over_its_servo_bus_runs_and_is_scored(

@@ -87,7 +87,7 @@ def test_expert_searches_and_finds_hole_when_its_estimate_is_off():
     # A 5 mm belief error (clearance is 1.5 mm per side): the peg lands on the fixture top and
     # only the spiral search can find the opening.
     env, b = _env(control_rotation=False)
-    expert = PegInsertExpert(env.config, b.task, hole_xy_error_m=0.005)
+    expert = PegInsertExpert(env.config, b.task.layout, hole_xy_error_m=0.005)
     results = [_run(env, expert, seed) for seed in range(6)]
     assert sum(info[keys.INFO_SUCCESS] for info, _, _ in results) >= 5
     assert sum("search" in phases for _, phases, _ in results) >= 3
@@ -95,7 +95,7 @@ def test_expert_searches_and_finds_hole_when_its_estimate_is_off():
 
 def test_expert_validates_its_config():
     with pytest.raises(ValueError, match="hole_xy_error_m"):
-        PegInsertExpert(EnvConfig(), None, hole_xy_error_m=-0.001)
+        PegInsertExpert(EnvConfig(), hole_xy_error_m=-0.001)
 
 
 # -- scene and reset ----------------------------------------------------------------------------

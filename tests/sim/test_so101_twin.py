@@ -174,9 +174,11 @@ def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibratio
 
     from drivers.feetech import calibration as cal
     from sim.ros2_control import ControlledArm, TwinServoModel
+    from sim.ros2_control_node import twin_servo_calibration
 
     world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
-    model = TwinServoModel(ControlledArm(world, "servo_bus", watchdog_s=1.0), threading.RLock())
+    ctl = ControlledArm(world, "servo_bus", watchdog_s=1.0)
+    model = TwinServoModel(ctl, threading.RLock(), twin_servo_calibration(world))
     cal.save(model.calibration, tmp_path / "twin.json")
     calibration = cal.load(tmp_path / "twin.json")
     assert calibration.joint_names == world.arm.joint_names
