@@ -117,16 +117,28 @@ def gate_mask(
     """
     state = np.asarray(state)
     ok = np.ones(len(state), dtype=bool)
-    names = {k.split("/")[-1]: v for k, v in slices.items()}
     for g in gates:
-        if g.name not in names:
-            raise ValueError(f"gate {g} reads {g.name!r}, but the state has {sorted(names)}")
-        start, stop = (int(i) for i in names[g.name])
-        if stop - start != 1:
-            raise ValueError(f"gate {g}: {g.name!r} has {stop - start} numbers; gates read one")
-        x = state[:, start]
+        x = gate_values(g, state, slices)
         ok &= x >= g.value if g.op == ">=" else x <= g.value
     return ok
+
+
+def gate_values(
+    gate: StateGate, state: np.ndarray, slices: Mapping[str, Sequence[int]]
+) -> np.ndarray:
+    """(N,) the state entry ``gate`` reads, from a flat state array ``state`` (N, S) laid out
+    by ``slices`` (as :func:`gate_mask`).
+
+    Raises:
+        ValueError: The layout lacks the gate's part, or the part has more than one number.
+    """
+    names = {k.split("/")[-1]: v for k, v in slices.items()}
+    if gate.name not in names:
+        raise ValueError(f"gate {gate} reads {gate.name!r}, but the state has {sorted(names)}")
+    start, stop = (int(i) for i in names[gate.name])
+    if stop - start != 1:
+        raise ValueError(f"gate {gate}: {gate.name!r} has {stop - start} numbers; gates read one")
+    return np.asarray(state)[:, start]
 
 
 @dataclass(frozen=True)

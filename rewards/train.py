@@ -48,7 +48,7 @@ from rewards.calibration import (
     threshold_for_precision,
 )
 from rewards.classifier import ClassifierCard, ClassifierHead, FrozenImageEncoder
-from rewards.detector import StateGate, gate_mask, parse_gates
+from rewards.detector import StateGate, gate_mask, gate_values, parse_gates
 
 
 @dataclass(frozen=True)
@@ -256,6 +256,7 @@ def train_classifier(
     labels = np.asarray(frames["label"]).astype(bool)
     gates = parse_gates(cfg.gates)
     passes = frames_passing_gates(frames, gates, state_slices)
+    check_gates_pass_successes(frames, gates, state_slices, labels, passes)
     episodes, steps = np.asarray(frames["episode"]), np.asarray(frames["step"])
     images = frames["obs"].get("images", {})
     missing = [c for c in cameras if c not in images]
@@ -355,6 +356,47 @@ def train_classifier(
         gates=tuple(str(g) for g in gates),
     )
     return head, card
+
+
+MAX_GATED_SUCCESS_SHARE = 0.5
+"""Training refuses gates that block more than this share of the frames labelled success: a
+gate is there to refuse look-alike failures (an empty closed hand), and gates that refuse the
+successes themselves leave a classifier that can never fire (e.g. one arm's gripper range used
+on another arm's gripper)."""
+
+
+def check_gates_pass_successes(
+    frames: Mapping[str, Any],
+    gates: Sequence[StateGate],
+    state_slices: Mapping[str, Any] | None,
+    labels: np.ndarray,
+    passes: np.ndarray,
+) -> None:
+    """Raise a ValueError that names each blocking gate and the range its state entry has on the
+    success frames, if ``gates`` block more than :data:`MAX_GATED_SUCCESS_SHARE` of the frames
+    labelled success (``passes``: :func:`frames_passing_gates`)."""
+    labels = np.asarray(labels, dtype=bool)
+    if not gates or not labels.any():
+        return
+    blocked = float(np.mean(~passes[labels]))
+    if blocked <= MAX_GATED_SUCCESS_SHARE:
+        return
+    assert state_slices is not None  # frames_passing_gates checked it
+    state = np.asarray(frames["obs"]["state"])[labels]
+    parts = []
+    for g in gates:
+        x = gate_values(g, state, state_slices)
+        share = float(np.mean(~np.asarray([g.passes(v) for v in x])))
+        if share > 0:
+            lo, hi = np.percentile(x, [5, 95])
+            parts.append(f"{g} blocks {share:.0%} ({g.name} on them: {lo:.2f}-{hi:.2f})")
+    raise ValueError(
+        f"the gates block {blocked:.0%} of the {int(labels.sum())} frames labelled success: "
+        f"{'; '.join(parts)}. A gate must let the successes through: set it from what the "
+        "robot state reads while the task is done (e.g. gripper_pos about 0.1 either side of "
+        "its value holding the object; it differs per gripper and object, see docs/arms.md), "
+        "or train without gates"
+    )
 
 
 def frames_passing_gates(

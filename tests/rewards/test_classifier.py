@@ -213,12 +213,19 @@ def test_gates_are_calibrated_with_stored_in_the_card_and_reach_the_detector(
     assert card.gates == gates
     assert card.metrics["gated_val_positive_frames"] == 0
     assert card.metrics["gated_val_frames"] > 0 and card.metrics["val"]["recall"] > 0.5
-    # A gate no frame passes: nothing fires, whatever the classifier says.
-    _, shut = train_classifier(
-        frames, encoder, cams, ClassifierTrainConfig(gates=("gripper_pos>=2",), **quick),
-        state_slices=slices,
-    )  # fmt: skip
-    assert shut.metrics["val"]["recall"] == 0 and shut.metrics["val"]["positives"] > 0
+    # Gates that refuse the successes themselves (another gripper's range): a clear error that
+    # names the gate and what the state reads on the success frames, before any training.
+    shut = (f"gripper_pos>={low}", "gripper_pos<=0.05")
+    lo, hi = np.percentile(grip[held], [5, 95])
+    with pytest.raises(ValueError, match="block 100% of the") as err:
+        train_classifier(
+            frames, encoder, cams, ClassifierTrainConfig(gates=shut, **quick),
+            state_slices=slices,
+        )  # fmt: skip
+    assert f"gripper_pos<=0.05 blocks 100% (gripper_pos on them: {lo:.2f}-{hi:.2f})" in str(
+        err.value
+    )
+    assert f"gripper_pos>={low} blocks" not in str(err.value)  # the gate that passes them
     with pytest.raises(ValueError, match="do not name their state parts"):
         train_classifier(frames, encoder, cams, ClassifierTrainConfig(gates=gates, **quick))
 
