@@ -136,6 +136,9 @@ def _fresh(robot: RosRobot) -> bool:
 
 
 def _json(client, topic: str) -> dict:
+    """The latest JSON status on ``topic``, waiting for the first one (a status topic publishes
+    at its own rate, and its first message can follow discovery by seconds)."""
+    client.wait_for(lambda: topic in client.latest, 30.0, f"a message on {topic}")
     return json.loads(client.latest[topic].data)
 
 
