@@ -385,9 +385,9 @@ def check_gates_pass_successes(
     state = np.asarray(frames["obs"]["state"])[labels]
     parts = []
     for g in gates:
-        x = gate_values(g, state, state_slices)
-        share = float(np.mean(~np.asarray([g.passes(v) for v in x])))
+        share = float(np.mean(~gate_mask([g], state, state_slices)))
         if share > 0:
+            x = gate_values(g, state, state_slices)
             lo, hi = np.percentile(x, [5, 95])
             parts.append(f"{g} blocks {share:.0%} ({g.name} on them: {lo:.2f}-{hi:.2f})")
     raise ValueError(

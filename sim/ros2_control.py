@@ -25,11 +25,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from robot_rl.core.safety import CommandWatchdog
+from sim.twin_arms import VENDOR_INTERFACES
 from sim.world import SimWorld
 
-INTERFACES = ("joint", "cartesian", "servo_bus")
-"""``joint``: joint trajectory / position controllers; ``cartesian``: a Cartesian target;
-``servo_bus``: the servos' own serial bus (an SO-101: :class:`TwinServoModel`)."""
+INTERFACES = VENDOR_INTERFACES
+"""The interfaces this twin plays (:data:`sim.twin_arms.VENDOR_INTERFACES`)."""
 GRIPPER_JOINT = "robotiq_85_left_knuckle_joint"
 GRIPPER_CLOSED_RAD = 0.8
 """The gripper in driver units: a Robotiq 2F-85's knuckle, 0 rad open .. 0.8 rad closed."""

@@ -32,11 +32,12 @@ from sim.joint_servo import JointServoConfig
 from sim.layout import FR3_LAYOUT, TaskLayout
 
 CONTROLS = ("impedance", "joint")
-VENDOR_INTERFACES = ("cartesian", "joint", "servo_bus")
-"""How the arm's vendor driver is reached (the ros2_control twin's ``--interface``,
-``sim.ros2_control.INTERFACES``): a compliant Cartesian controller (a Franka under
-ros2_control), joint trajectory / position controllers (a UR's driver), the servos' own
-serial bus (an SO-101's Feetech bus)."""
+VENDOR_INTERFACES = ("joint", "cartesian", "servo_bus")
+"""How an arm's vendor driver is reached, and the interfaces the ros2_control twin plays
+(``sim.ros2_control.INTERFACES``): ``joint``, joint trajectory / position controllers (a UR's
+driver); ``cartesian``, a compliant Cartesian controller (a Franka under ros2_control);
+``servo_bus``, the servos' own serial bus (an SO-101's Feetech bus:
+``sim.ros2_control.TwinServoModel``)."""
 
 
 @dataclass(frozen=True)
