@@ -20,6 +20,7 @@ point is the servo goal at once and the servos move at their speed limit.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -267,17 +268,23 @@ class TwinServoModel:
     (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's as a closure. Torque
     off on a servo: its goal is not applied (the twin's servos hold, they do not go limp).
 
+    The bus never waits for the physics lock, as a real servo answers from its own encoder
+    whatever the PC is doing: the node calls :meth:`sync` under its lock at every physics event
+    (the latest goals go in, the positions come out) and the bus thread reads that snapshot and
+    leaves goals in a mailbox. (Reading physics under the lock made a bus read wait while the
+    node rendered its cameras or reset the scene: under CPU load longer than the bridge's 50 ms
+    bus timeout, three times over, and the bridge faulted on a twin that was only busy.)
+
     Args:
         ctl: The twin arm's controller interface (``interface="servo_bus"``).
-        lock: The node's physics lock (the bus thread calls in here).
         calibration: ``drivers.feetech.calibration.ArmCalibration`` of these servos (arm
             joints in the arm's order, then the jaw as the gripper).
     """
 
-    def __init__(self, ctl: ControlledArm, lock, calibration) -> None:
+    def __init__(self, ctl: ControlledArm, calibration) -> None:
         if ctl.world.twin_arm.jaw is None:
             raise ValueError(f"the {ctl.arm.name} twin has no jaw gripper for a servo bus")
-        self.ctl, self.lock = ctl, lock
+        self.ctl = ctl
         self.world = ctl.world
         self.num_servos = len(ctl.arm.joint_names) + 1
         if tuple(calibration.joint_names) != tuple(ctl.arm.joint_names):
@@ -286,25 +293,40 @@ class TwinServoModel:
                 f"twin's {ctl.arm.joint_names}"
             )
         self.calibration = calibration
+        self._mailbox = threading.Lock()  # held for a copy only, never across physics
+        self._goals: tuple[np.ndarray, np.ndarray] | None = None
+        self._positions = self._measure()
 
-    def read_positions(self) -> np.ndarray:
-        """(N + 1,) ticks: the arm joints, then the jaw."""
-        with self.lock:
-            q = self.world.joint_pos()
-            closure = self.world.gripper_closure()
-        arm = self.calibration.rad_to_ticks(q, clip=False)
-        jaw = self.calibration.gripper_closure_to_ticks(closure)
-        return np.clip(np.append(arm, jaw), 0, TICKS_PER_TURN - 1).astype(np.int64)
-
-    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
-        """Goals of the servos whose torque is on (all arm joints on: a joint goal)."""
-        ticks = np.asarray(ticks)
-        q = self.calibration.ticks_to_rad(ticks[:-1])
-        closure = self.calibration.gripper_ticks_to_closure(float(ticks[-1]))
-        on = np.asarray(torque_enabled, dtype=bool)
-        with self.lock:
-            now = float(self.world.data.time)
+    def sync(self) -> None:
+        """Under the node's physics lock: apply the newest goals the bus received since the
+        last call, then take the servos' positions for the bus to answer with."""
+        with self._mailbox:
+            goals, self._goals = self._goals, None
+        if goals is not None:
+            ticks, on = goals
+            q = self.calibration.ticks_to_rad(ticks[:-1])
+            closure = self.calibration.gripper_ticks_to_closure(float(ticks[-1]))
             if np.all(on[:-1]):
-                self.ctl.joint_goal(self.ctl.arm.joint_names, list(q), now)
+                self.ctl.joint_goal(self.ctl.arm.joint_names, list(q), float(self.world.data.time))
             if on[-1]:
                 self.ctl.gripper_closure(closure)
+        positions = self._measure()
+        with self._mailbox:
+            self._positions = positions
+
+    def _measure(self) -> np.ndarray:
+        arm = self.calibration.rad_to_ticks(self.world.joint_pos(), clip=False)
+        jaw = self.calibration.gripper_closure_to_ticks(self.world.gripper_closure())
+        return np.clip(np.append(arm, jaw), 0, TICKS_PER_TURN - 1).astype(np.int64)
+
+    def read_positions(self) -> np.ndarray:
+        """(N + 1,) ticks: the arm joints, then the jaw (as of the last :meth:`sync`)."""
+        with self._mailbox:
+            return self._positions.copy()
+
+    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
+        """Goals of the servos whose torque is on (all arm joints on: a joint goal), applied at
+        the next :meth:`sync` (a newer write replaces one not yet applied)."""
+        goals = (np.array(ticks, copy=True), np.array(torque_enabled, dtype=bool, copy=True))
+        with self._mailbox:
+            self._goals = goals

@@ -129,7 +129,7 @@ class Ros2ControlTwinNode(Node):
         self.bus: SimServoBus | None = None
         self.port_link = args.port
         if args.interface == "servo_bus":
-            self.bus = open_servo_bus(self.ctl, self.lock, args.port, args.calibration_out)
+            self.bus = open_servo_bus(self.ctl, args.port, args.calibration_out)
         self.sim.robot.connect()
         for cam in self.sim.cameras:
             cam.connect()
@@ -193,6 +193,7 @@ class Ros2ControlTwinNode(Node):
         )
         with self.lock:
             self._reset_task()
+            self._sync_bus()
             self.pacer.restart()
         self.pacer.start()
 
@@ -231,6 +232,7 @@ class Ros2ControlTwinNode(Node):
             self.sim.world.step(ev.advance)
         if ev.state:
             self.ctl.tick(self._sim_now())
+        self._sync_bus()
         if superseded:
             return
         try:
@@ -240,6 +242,11 @@ class Ros2ControlTwinNode(Node):
         except Exception:
             if self.context.ok():
                 raise  # else Ctrl-C / SIGTERM shut the context down before the pacer stopped
+
+    def _sync_bus(self) -> None:
+        """Under the lock: the servo bus's goals in, its positions out (servo_bus only)."""
+        if self.bus is not None:
+            self.bus.model.sync()
 
     def publish_state(self) -> None:
         """Driver topics (ROS clock) and the twin's task and controller status (monotonic)."""
@@ -313,6 +320,7 @@ class Ros2ControlTwinNode(Node):
                 response.success, response.message = False, f"task/reset failed: {e}"
                 return response
             self.ctl.scene_reset()  # a commander's stream for the old pose is dropped
+            self._sync_bus()
             self.episode += 1
             self.pacer.restart()
             self.publish_state()
@@ -409,12 +417,10 @@ def twin_servo_calibration(world) -> cal.ArmCalibration:
     return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
 
 
-def open_servo_bus(
-    ctl: ControlledArm, lock: threading.RLock, port: str, calibration_out: str
-) -> SimServoBus:
+def open_servo_bus(ctl: ControlledArm, port: str, calibration_out: str) -> SimServoBus:
     """Start the simulated servo bus over the twin's arm, link ``port`` to its pty and write the
     matching calibration file (``calibration_out``, default ``<port>.json``)."""
-    model = TwinServoModel(ctl, lock, twin_servo_calibration(ctl.world))
+    model = TwinServoModel(ctl, twin_servo_calibration(ctl.world))
     bus = SimServoBus(ids=tuple(range(1, model.num_servos + 1)), model=model).start()
     link = Path(port)
     if link.is_symlink() or link.exists():

@@ -6,11 +6,16 @@ its own physics, with nothing sent over ROS 2. An episode is the time between tw
 (``task/reset``); when the next reset comes (or the twin stops), one JSON line is appended:
 
     {"episode": 3, "seed": 123, "wall_start": ..., "wall_end": ..., "sim_s": 4.2,
-     "success": true, "first_success_sim_s": 3.1, "failure": false, "end": "reset"}
+     "success": true, "first_success_sim_s": 3.1, "failure": false, "end": "reset",
+     "truth_end": {"grasped": 1.0, "cube_lift_m": 0.052}, "truth_max": {...}}
 
 ``success`` is whether the task's success held at any state update of the episode (as
 evaluation counts it: an episode that once succeeded succeeded), ``first_success_sim_s`` when it
 first did (None if never), ``end`` is ``reset`` or ``stop`` (the twin shut down mid-episode).
+``truth_end`` holds the task's one-number privileged fields (pick_cube: ``grasped``,
+``cube_lift_m``) at the episode's last state update and ``truth_max`` their largest values over
+the episode: when a run's learned reward ends an episode as a success that the twin scored a
+failure, they say what the scene was (a cube up but not held by both pads, held but too low).
 Episode 0 is the scene the twin starts with. Each line is flushed as written, so a killed twin
 loses at most the open episode.
 """
@@ -21,6 +26,8 @@ import json
 import time
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from robot_rl.core.types import TaskStatus
 
@@ -51,6 +58,8 @@ class EpisodeScores:
             "success": False,
             "first_success_sim_s": None,
             "failure": False,
+            "truth_end": {},
+            "truth_max": {},
         }
 
     def observe(self, sim_s: float, status: TaskStatus) -> None:
@@ -62,6 +71,14 @@ class EpisodeScores:
         if status.success and not ep["success"]:
             ep["success"], ep["first_success_sim_s"] = True, float(sim_s)
         ep["failure"] = ep["failure"] or bool(status.failure)
+        end, peak = ep["truth_end"], ep["truth_max"]
+        for name, value in (status.privileged or {}).items():
+            v = np.asarray(value)
+            if v.size != 1 or not np.isfinite(v).all():
+                continue
+            x = round(float(v.reshape(-1)[0]), 5)
+            end[name] = x
+            peak[name] = max(peak.get(name, x), x)
 
     def finish(self, end: str = "reset") -> dict[str, Any] | None:
         """Write the open episode (``end``: ``reset`` or ``stop``); returns its record."""

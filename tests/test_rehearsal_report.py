@@ -152,3 +152,39 @@ def test_the_evaluation_keeps_each_episodes_highest_classifier_probability():
     assert [e.max_success_prob for e in res.episodes] == [0.55, 0.55]
     res = evaluate(Probs([None, None, None]), Zero(), lambda o: o, 1, seed=0)
     assert res.episodes[0].max_success_prob is None
+
+
+def test_the_twin_scores_say_what_the_scene_was_when_the_classifier_was_wrong(tmp_path):
+    # The twin's score log keeps its one-number truth at an episode's last state update and
+    # its peak; the report summarises it over the classifier's false positives (what to fix).
+    import numpy as np
+
+    from robot_rl.app.rehearsal_report import false_positive_truth
+    from robot_rl.core.types import TaskStatus
+    from sim.scoring import EpisodeScores, read_scores
+
+    def status(grasped, lift, success=False):
+        p = {"grasped": np.array([grasped], np.float32), "cube_lift_m": np.array([lift])}
+        return TaskStatus(-1.0, success, privileged=p | {"cube_pos": np.zeros(3)})
+
+    s = EpisodeScores(tmp_path / "scores.jsonl", wall=lambda: 1.0)
+    s.start(0, 7)
+    s.observe(0.1, status(0.0, 0.0))
+    s.observe(0.2, status(1.0, 0.03))
+    s.observe(0.3, status(0.0, np.nan))  # a non-finite field is left out, not written as NaN
+    s.observe(0.4, status(0.0, 0.015))
+    s.close()
+    (rec,) = read_scores(tmp_path / "scores.jsonl")
+    assert rec["truth_end"] == {"grasped": 0.0, "cube_lift_m": 0.015}  # no cube_pos: (3,)
+    assert rec["truth_max"] == {"grasped": 1.0, "cube_lift_m": 0.03}
+
+    rows = [
+        _row(0, False, True, 0) | {"truth_end": {"grasped": 0.0, "cube_lift_m": 0.03}},
+        _row(1, False, True, 0) | {"truth_end": {"grasped": 1.0, "cube_lift_m": 0.01}},
+        _row(2, False, True, 0) | {"truth_end": {"grasped": 0.0, "cube_lift_m": 0.02}},
+        _row(3, True, True, 0) | {"truth_end": {"grasped": 1.0, "cube_lift_m": 0.5}},  # right
+        _row(4, False, False, 0),  # a failure both called a failure
+    ]
+    assert false_positive_truth(rows) == {"cube_lift_m": [0.01, 0.02, 0.03], "grasped": [0, 0, 1]}
+    assert figures(rows, 0.9, 3)["classifier_false_positives_truth_end"]["grasped"][1] == 0.0
+    assert false_positive_truth(rows[3:]) == {}

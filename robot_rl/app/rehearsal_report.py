@@ -66,6 +66,7 @@ def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[s
                 "classifier_success": bool(meta.success),
                 "interventions": int(extra.get("interventions", 0)),
                 "intervened_steps": int(extra.get("intervened_steps", 0)),
+                "truth_end": dict(score.get("truth_end") or {}),
             }
         )
     return rows
@@ -111,10 +112,27 @@ def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
         "robot_minutes_to_target": None if met is None else met / 60.0,
         "classifier_false_positives": int(fp),
         "classifier_false_negatives": int(fn),
+        "classifier_false_positives_truth_end": false_positive_truth(rows),
         "interventions": int(sum(r["interventions"] for r in rows)),
         "interventions_first_half": _mean_interventions(rows[: len(rows) // 2]),
         "interventions_second_half": _mean_interventions(rows[len(rows) // 2 :]),
     }
+
+
+def false_positive_truth(rows: list[dict]) -> dict[str, list[float]]:
+    """What the scene was when the classifier confirmed a success the twin did not score: per
+    one-number truth field of the task (the twin's ``truth_end``: pick_cube's ``grasped``,
+    ``cube_lift_m``), its [min, median, max] over those episodes' last state updates (the
+    episode ends at the classifier's confirmation). Empty without false positives."""
+    ends = [
+        r.get("truth_end") or {} for r in rows if r["classifier_success"] and not r["twin_success"]
+    ]
+    names = sorted({k for e in ends for k in e})
+    out = {}
+    for k in names:
+        v = np.array([e[k] for e in ends if k in e], dtype=np.float64)
+        out[k] = [round(float(x), 4) for x in (v.min(), np.median(v), v.max())]
+    return out
 
 
 def target_met(final_eval: dict | None, target: float, n: int) -> bool | None:

@@ -170,15 +170,13 @@ def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibratio
     """The servo bus's model and the SO-101 node convert ticks with one calibration: what the
     twin's servos report reads back as the twin's joint angles (within a tick) and the jaw's
     closure, through the calibration file the node loads; a goal in ticks moves the arm there."""
-    import threading
-
     from drivers.feetech import calibration as cal
     from sim.ros2_control import ControlledArm, TwinServoModel
     from sim.ros2_control_node import twin_servo_calibration
 
     world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
     ctl = ControlledArm(world, "servo_bus", watchdog_s=1.0)
-    model = TwinServoModel(ctl, threading.RLock(), twin_servo_calibration(world))
+    model = TwinServoModel(ctl, twin_servo_calibration(world))
     cal.save(model.calibration, tmp_path / "twin.json")
     calibration = cal.load(tmp_path / "twin.json")
     assert calibration.joint_names == world.arm.joint_names
@@ -191,8 +189,18 @@ def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibratio
     )
     goal = world.joint_pos() + np.array([0.15, -0.1, 0.1, 0.0, 0.2])
     goal_ticks = np.append(calibration.rad_to_ticks(goal), calibration.gripper_closure_to_ticks(1))
+    # The bus answers from the node's last sync and its goals wait for the next one (the node
+    # syncs under its physics lock at every physics event; the bus thread never takes it).
+    model.write_goals(goal_ticks, np.ones(model.num_servos, dtype=bool))
+    world.step(50)
+    np.testing.assert_array_equal(model.read_positions(), ticks)  # no sync: as before
+    assert np.max(np.abs(world.joint_pos() - q)) < 0.01  # no sync: the goal is not applied
     for _ in range(100):  # the bridge repeats its goal each tick; 2 s of sim time
         model.write_goals(goal_ticks, np.ones(model.num_servos, dtype=bool))
+        model.sync()
         world.step(20)
+    model.sync()
     assert np.max(np.abs(world.joint_pos() - goal)) < 0.03  # deadband, play, sag
     assert world.gripper_closure() > 0.95
+    q_read = calibration.ticks_to_rad(model.read_positions()[:-1])
+    np.testing.assert_allclose(q_read, world.joint_pos(), atol=cal.RAD_PER_TICK)
