@@ -68,6 +68,10 @@ def test_connect_holds_and_read_state_gives_five_joints_and_the_tcp_pose_of_fk(f
     # A later tick reads again: a newer stamp, the same pose at rest.
     wait_for(lambda: backend.read_state().stamp_s > state.stamp_s, what="a newer state")
     np.testing.assert_allclose(backend.read_state().tcp_pose, state.tcp_pose, atol=1e-9)
+    # A tick publishes its state before it writes its goals: the telemetry is read once a tick
+    # has ended since (CI read it between the first tick's read and its write: no write yet).
+    ticks = backend.telemetry()["ticks"]
+    wait_for(lambda: backend.telemetry()["ticks"] > ticks, what="a whole tick")
     telemetry = backend.telemetry()
     assert telemetry["bus_errors"] == 0 and telemetry["sync_write_ms"]["max"] > 0
 
