@@ -20,11 +20,12 @@ point is the servo goal at once and the servos move at their speed limit.
 from __future__ import annotations
 
 import math
-import threading
+import multiprocessing
 from collections.abc import Sequence
 
 import numpy as np
 
+from drivers.feetech.protocol import TICKS_PER_TURN
 from robot_rl.core.safety import CommandWatchdog
 from sim.twin_arms import VENDOR_INTERFACES
 from sim.world import SimWorld
@@ -250,10 +251,56 @@ class ControlledArm:
         }
 
 
-TICKS_PER_TURN = 4096
 TICK_ZERO = 2048
 """The twin's servos read :data:`TICK_ZERO` at joint angle 0 and count up with the angle (one
 turn = :data:`TICKS_PER_TURN` ticks), as an STS3215 mounted at mid-range."""
+
+
+class SharedServoState:
+    """The servos' positions and their newest goals in shared memory, between the twin's process
+    and its servo bus's process (:class:`ServoBusProcess`); either side holds :attr:`lock` for
+    a copy only.
+
+    Args:
+        num_servos: Servos on the bus.
+        context: The multiprocessing context the bus's process starts from (default: spawn).
+    """
+
+    def __init__(self, num_servos: int, context=None) -> None:
+        ctx = context if context is not None else multiprocessing.get_context("spawn")
+        self.num_servos = int(num_servos)
+        self.lock = ctx.Lock()
+        self.positions = ctx.RawArray("q", self.num_servos)
+        self.goals = ctx.RawArray("q", self.num_servos)
+        self.torque = ctx.RawArray("b", self.num_servos)
+        self.goal_count = ctx.RawValue("q", 0)
+        """Goals written so far (a reader applies goals when this moved)."""
+
+    def read_positions(self) -> np.ndarray:
+        """(N,) ticks as of the last :meth:`put_positions`."""
+        with self.lock:
+            return np.array(self.positions[:], dtype=np.int64)
+
+    def put_positions(self, ticks: np.ndarray) -> None:
+        with self.lock:
+            self.positions[:] = [int(t) for t in ticks]
+
+    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
+        """The newest goals (replacing any not yet taken)."""
+        goals = [int(t) for t in ticks]
+        torque = [int(bool(on)) for on in torque_enabled]
+        with self.lock:
+            self.goals[:] = goals
+            self.torque[:] = torque
+            self.goal_count.value += 1
+
+    def take_goals(self, seen: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """``(count, ticks, torque_enabled)`` if goals were written since count ``seen``."""
+        with self.lock:
+            count = self.goal_count.value
+            if count == seen:
+                return None
+            return count, np.array(self.goals[:], np.int64), np.array(self.torque[:], bool)
 
 
 class TwinServoModel:
@@ -268,20 +315,24 @@ class TwinServoModel:
     (:mod:`sim.joint_servo`: speed limit, deadband, play, sag), the jaw's as a closure. Torque
     off on a servo: its goal is not applied (the twin's servos hold, they do not go limp).
 
-    The bus never waits for the physics lock, as a real servo answers from its own encoder
-    whatever the PC is doing: the node calls :meth:`sync` under its lock at every physics event
-    (the latest goals go in, the positions come out) and the bus thread reads that snapshot and
-    leaves goals in a mailbox. (Reading physics under the lock made a bus read wait while the
-    node rendered its cameras or reset the scene: under CPU load longer than the bridge's 50 ms
-    bus timeout, three times over, and the bridge faulted on a twin that was only busy.)
+    The bus never waits for the twin, as a real servo answers from its own encoder whatever the
+    PC is doing: the node calls :meth:`sync` under its lock at every physics event (the latest
+    goals go in, the positions come out) through a :class:`SharedServoState`, and the bus
+    answers from that snapshot and leaves goals there, in the bus's own process
+    (:class:`ServoBusProcess`). Reading physics under the lock made a bus read wait while the
+    node rendered its cameras or reset the scene; with a snapshot in the twin's process the bus
+    thread still waited for the twin's GIL, and with a realtime-priority actor on the same two
+    cores the twin fell 0.1-0.2 s behind: three unanswered 50 ms reads and the bridge faulted
+    on a twin that was only busy.
 
     Args:
         ctl: The twin arm's controller interface (``interface="servo_bus"``).
         calibration: ``drivers.feetech.calibration.ArmCalibration`` of these servos (arm
             joints in the arm's order, then the jaw as the gripper).
+        shared: The snapshot the bus reads (default: a new one).
     """
 
-    def __init__(self, ctl: ControlledArm, calibration) -> None:
+    def __init__(self, ctl: ControlledArm, calibration, shared: SharedServoState | None = None):
         if ctl.world.twin_arm.jaw is None:
             raise ValueError(f"the {ctl.arm.name} twin has no jaw gripper for a servo bus")
         self.ctl = ctl
@@ -293,26 +344,27 @@ class TwinServoModel:
                 f"twin's {ctl.arm.joint_names}"
             )
         self.calibration = calibration
-        self._mailbox = threading.Lock()  # held for a copy only, never across physics
-        self._goals: tuple[np.ndarray, np.ndarray] | None = None
-        self._positions = self._measure()
+        self.shared = shared if shared is not None else SharedServoState(self.num_servos)
+        if self.shared.num_servos != self.num_servos:
+            raise ValueError(
+                f"shared state of {self.shared.num_servos} servos, not {self.num_servos}"
+            )
+        self._seen = 0
+        self.shared.put_positions(self._measure())
 
     def sync(self) -> None:
         """Under the node's physics lock: apply the newest goals the bus received since the
         last call, then take the servos' positions for the bus to answer with."""
-        with self._mailbox:
-            goals, self._goals = self._goals, None
-        if goals is not None:
-            ticks, on = goals
+        taken = self.shared.take_goals(self._seen)
+        if taken is not None:
+            self._seen, ticks, on = taken
             q = self.calibration.ticks_to_rad(ticks[:-1])
             closure = self.calibration.gripper_ticks_to_closure(float(ticks[-1]))
             if np.all(on[:-1]):
                 self.ctl.joint_goal(self.ctl.arm.joint_names, list(q), float(self.world.data.time))
             if on[-1]:
                 self.ctl.gripper_closure(closure)
-        positions = self._measure()
-        with self._mailbox:
-            self._positions = positions
+        self.shared.put_positions(self._measure())
 
     def _measure(self) -> np.ndarray:
         arm = self.calibration.rad_to_ticks(self.world.joint_pos(), clip=False)
@@ -321,12 +373,74 @@ class TwinServoModel:
 
     def read_positions(self) -> np.ndarray:
         """(N + 1,) ticks: the arm joints, then the jaw (as of the last :meth:`sync`)."""
-        with self._mailbox:
-            return self._positions.copy()
+        return self.shared.read_positions()
 
     def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
         """Goals of the servos whose torque is on (all arm joints on: a joint goal), applied at
         the next :meth:`sync` (a newer write replaces one not yet applied)."""
-        goals = (np.array(ticks, copy=True), np.array(torque_enabled, dtype=bool, copy=True))
-        with self._mailbox:
-            self._goals = goals
+        self.shared.write_goals(ticks, torque_enabled)
+
+
+class ServoBusProcess:
+    """The twin's simulated servo bus (``drivers.feetech.sim_bus.SimServoBus``) in a process of
+    its own, answering from a :class:`SharedServoState` (see :class:`TwinServoModel`): the bus
+    needs neither the twin's lock nor its interpreter, so a twin that is busy or starved of CPU
+    delays what the servos report, never whether they answer.
+
+    Args:
+        shared: The snapshot the twin's node syncs.
+        ids: Servo ids, one per shared slot.
+        timeout_s: Wait for the process to open its pty, s (a start that takes longer fails).
+    """
+
+    def __init__(self, shared: SharedServoState, ids: Sequence[int], timeout_s: float = 30.0):
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(
+            target=_serve_servo_bus, args=(shared, tuple(ids), child), name="twin-servo-bus"
+        )
+        self._process.daemon = True
+        self._process.start()
+        child.close()
+        if not self._conn.poll(timeout_s):
+            self.close()
+            raise RuntimeError(f"the twin's servo bus process opened no pty in {timeout_s:.0f} s")
+        self.port: str = self._conn.recv()
+        """The pty's path (``/dev/pts/N``) a client opens."""
+
+    def close(self) -> None:
+        """Stop the process (idempotent)."""
+        try:
+            self._conn.send("stop")
+        except (OSError, ValueError):
+            pass
+        self._conn.close()
+        self._process.join(timeout=5.0)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
+class _SharedBusModel:
+    """The bus process's ``ServoModel``: the shared snapshot's positions out, goals in."""
+
+    def __init__(self, shared: SharedServoState) -> None:
+        self.shared = shared
+
+    def read_positions(self) -> np.ndarray:
+        return self.shared.read_positions()
+
+    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
+        self.shared.write_goals(ticks, torque_enabled)
+
+
+def _serve_servo_bus(shared: SharedServoState, ids: tuple[int, ...], conn) -> None:
+    """The bus process: serve until the twin says stop or goes away (the pipe closes)."""
+    from drivers.feetech.sim_bus import SimServoBus
+
+    with SimServoBus(ids=ids, model=_SharedBusModel(shared)) as bus:
+        conn.send(bus.port)
+        try:
+            conn.recv()
+        except (EOFError, OSError):
+            pass

@@ -29,7 +29,8 @@ stamps: the node's ROS clock, as a driver's):
   (``PoseStamped`` in ``base``): the twin's Cartesian target (IK at 100 Hz onto the servos, the
   compliant controller of such a driver); NaN, a non-unit quaternion or another frame is refused;
 - ``--interface servo_bus`` (an arm with a jaw, ``--arm so101``): no arm command topics; the
-  servos answer on a simulated Feetech bus (``drivers.feetech.sim_bus.SimServoBus`` over
+  servos answer on a simulated Feetech bus (``drivers.feetech.sim_bus.SimServoBus`` in a
+  process of its own, :class:`sim.ros2_control.ServoBusProcess`, over
   :class:`sim.ros2_control.TwinServoModel`: positions from physics, goals onto the twin's
   servos through the same checks) behind a pseudo-terminal linked at ``--port``, with the
   matching calibration written to ``--calibration-out`` (default ``<port>.json``): what
@@ -78,7 +79,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from drivers.feetech import calibration as cal
-from drivers.feetech.sim_bus import SimServoBus
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from sim.backend import TASKS, make_sim_backend
@@ -90,6 +90,7 @@ from sim.ros2_control import (
     INTERFACES,
     TICK_ZERO,
     ControlledArm,
+    ServoBusProcess,
     TwinServoModel,
 )
 from sim.ros_node import camera_info, twin_joint_ik
@@ -126,10 +127,11 @@ class Ros2ControlTwinNode(Node):
             world.joint_goal_solver = None  # joint goals come from the controllers / the bus
         self.ctl = ControlledArm(world, args.interface, args.watchdog_s)
         self.lock = threading.RLock()
-        self.bus: SimServoBus | None = None
+        self.bus: ServoBusProcess | None = None
+        self.servo_model: TwinServoModel | None = None
         self.port_link = args.port
         if args.interface == "servo_bus":
-            self.bus = open_servo_bus(self.ctl, args.port, args.calibration_out)
+            self.servo_model, self.bus = open_servo_bus(self.ctl, args.port, args.calibration_out)
         self.sim.robot.connect()
         for cam in self.sim.cameras:
             cam.connect()
@@ -245,8 +247,8 @@ class Ros2ControlTwinNode(Node):
 
     def _sync_bus(self) -> None:
         """Under the lock: the servo bus's goals in, its positions out (servo_bus only)."""
-        if self.bus is not None:
-            self.bus.model.sync()
+        if self.servo_model is not None:
+            self.servo_model.sync()
 
     def publish_state(self) -> None:
         """Driver topics (ROS clock) and the twin's task and controller status (monotonic)."""
@@ -417,20 +419,23 @@ def twin_servo_calibration(world) -> cal.ArmCalibration:
     return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
 
 
-def open_servo_bus(ctl: ControlledArm, port: str, calibration_out: str) -> SimServoBus:
-    """Start the simulated servo bus over the twin's arm, link ``port`` to its pty and write the
-    matching calibration file (``calibration_out``, default ``<port>.json``)."""
+def open_servo_bus(
+    ctl: ControlledArm, port: str, calibration_out: str
+) -> tuple[TwinServoModel, ServoBusProcess]:
+    """Start the simulated servo bus over the twin's arm in its own process, link ``port`` to
+    its pty and write the matching calibration file (``calibration_out``, default
+    ``<port>.json``). Returns the model the node syncs and the bus's process."""
     model = TwinServoModel(ctl, twin_servo_calibration(ctl.world))
-    bus = SimServoBus(ids=tuple(range(1, model.num_servos + 1)), model=model).start()
+    bus = ServoBusProcess(model.shared, ids=tuple(range(1, model.num_servos + 1)))
     link = Path(port)
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(bus.port)
     cal.save(model.calibration, calibration_out or f"{port}.json")
-    return bus
+    return model, bus
 
 
-def close_servo_bus(bus: SimServoBus, port: str) -> None:
+def close_servo_bus(bus: ServoBusProcess, port: str) -> None:
     """Stop the bus and remove the link to its pty."""
     bus.close()
     link = Path(port)

@@ -204,3 +204,76 @@ def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibratio
     assert world.gripper_closure() > 0.95
     q_read = calibration.ticks_to_rad(model.read_positions()[:-1])
     np.testing.assert_allclose(q_read, world.joint_pos(), atol=cal.RAD_PER_TICK)
+
+
+def test_the_twin_servo_bus_answers_from_its_own_process_and_dies_with_its_twin(
+    tmp_path,
+) -> None:
+    """The twin's bus runs in a process of its own (it must answer while the twin's interpreter
+    is busy or starved, as servos do): over the wire it reports the positions the twin last
+    synced, the goals written on the wire reach the twin at its next sync, and the bus process
+    goes away when the process that owns the twin is killed (no orphan holding a pty)."""
+    pytest.importorskip("serial", reason="FeetechBus needs pyserial (pip install pyserial)")
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from drivers.feetech.bus import FeetechBus
+    from sim.ros2_control import ControlledArm, ServoBusProcess, TwinServoModel
+    from sim.ros2_control_node import twin_servo_calibration
+
+    world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
+    ctl = ControlledArm(world, "servo_bus", watchdog_s=1.0)
+    model = TwinServoModel(ctl, twin_servo_calibration(world))
+    ids = tuple(range(1, model.num_servos + 1))
+    bus = ServoBusProcess(model.shared, ids)
+    try:
+        with FeetechBus(bus.port, ids=ids, timeout_s=2.0) as client:
+            np.testing.assert_array_equal(client.sync_read_positions(), model.read_positions())
+            goal = model.read_positions() + np.array([80, -60, 60, 0, 100, 0])
+            client.set_torque(None, True)
+            client.sync_write_goal_positions(None, goal)
+            q_before = world.joint_pos().copy()
+            for _ in range(100):  # 2 s of sim time: the goal applies at the syncs
+                model.sync()
+                world.step(20)
+            moved = model.calibration.rad_to_ticks(world.joint_pos())
+            assert np.max(np.abs(world.joint_pos() - q_before)) > 0.05
+            assert np.max(np.abs(moved - goal[:-1])) < 30  # deadband, play, sag
+            np.testing.assert_array_equal(client.sync_read_positions(), model.read_positions())
+    finally:
+        bus.close()
+    assert not bus._process.is_alive()
+
+    owner = (
+        "import sys, time\n"
+        "from sim.ros2_control import ServoBusProcess, SharedServoState\n"
+        "bus = ServoBusProcess(SharedServoState(3), (1, 2, 3))\n"
+        "print(bus._process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", owner], stdout=subprocess.PIPE, text=True)
+    try:
+        bus_pid = int(proc.stdout.readline())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30.0  # the bus process sees its pipe close and exits
+        while _running(bus_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _running(bus_pid):
+            os.kill(bus_pid, signal.SIGKILL)
+            pytest.fail("the bus process outlived the process that owns the twin")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting for its (new) parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
