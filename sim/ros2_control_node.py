@@ -30,8 +30,8 @@ stamps: the node's ROS clock, as a driver's):
   compliant controller of such a driver); NaN, a non-unit quaternion or another frame is refused;
 - ``--interface servo_bus`` (an arm with a jaw, ``--arm so101``): no arm command topics; the
   servos answer on a simulated Feetech bus (``drivers.feetech.sim_bus.SimServoBus`` in a
-  process of its own, :class:`sim.ros2_control.ServoBusProcess`, over
-  :class:`sim.ros2_control.TwinServoModel`: positions from physics, goals onto the twin's
+  process of its own, :class:`sim.twin_servo_bus.ServoBusProcess`, over
+  :class:`sim.twin_servo_bus.TwinServoModel`: positions from physics, goals onto the twin's
   servos through the same checks) behind a pseudo-terminal linked at ``--port``, with the
   matching calibration written to ``--calibration-out`` (default ``<port>.json``): what
   ``python -m drivers.so101.node --port <port> --calibration <port>.json`` drives;
@@ -65,7 +65,6 @@ import secrets
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -78,7 +77,6 @@ from std_msgs.msg import Float64, Float64MultiArray, Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from drivers.feetech import calibration as cal
 from drivers.ros import convert, qos
 from robot_rl.core.config import EnvConfig
 from sim.backend import TASKS, make_sim_backend
@@ -88,13 +86,11 @@ from sim.ros2_control import (
     GRIPPER_CLOSED_RAD,
     GRIPPER_JOINT,
     INTERFACES,
-    TICK_ZERO,
     ControlledArm,
-    ServoBusProcess,
-    TwinServoModel,
 )
 from sim.ros_node import camera_info, twin_joint_ik
 from sim.scoring import EpisodeScores
+from sim.twin_servo_bus import ServoBusProcess, TwinServoModel, close_servo_bus, open_servo_bus
 
 DRIVER_QOS = QoSProfile(depth=10)  # reliable, volatile: rclcpp's default, as ros2_control's
 
@@ -394,53 +390,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibration); empty: <port>.json",
     )
     return p
-
-
-def twin_servo_calibration(world) -> cal.ArmCalibration:
-    """The calibration of the twin's servos (:class:`sim.ros2_control.TwinServoModel`): ids
-    1..N the arm joints (zero at :data:`TICK_ZERO`, direction +1, limits the joints'), id
-    N + 1 the jaw (its open end the zero, closing towards :data:`TICK_ZERO`). The twin's bus
-    converts with it and the SO-101 node reads its file: one conversion on both sides."""
-    arm = world.arm
-    joints = {
-        name: cal.JointCalibration(
-            servo_id=i + 1,
-            offset_ticks=TICK_ZERO,
-            direction=1,
-            min_ticks=int(np.ceil(TICK_ZERO + lo / cal.RAD_PER_TICK)),
-            max_ticks=int(np.floor(TICK_ZERO + hi / cal.RAD_PER_TICK)),
-        )
-        for i, (name, lo, hi) in enumerate(
-            zip(arm.joint_names, arm.joint_low_rad, arm.joint_high_rad, strict=True)
-        )
-    }
-    open_ticks = int(round(TICK_ZERO + world.twin_arm.jaw.open_rad / cal.RAD_PER_TICK))
-    jaw = cal.JointCalibration(len(joints) + 1, open_ticks, -1, TICK_ZERO, open_ticks)
-    return cal.ArmCalibration(joints, gripper=(cal.SO101_GRIPPER, jaw))
-
-
-def open_servo_bus(
-    ctl: ControlledArm, port: str, calibration_out: str
-) -> tuple[TwinServoModel, ServoBusProcess]:
-    """Start the simulated servo bus over the twin's arm in its own process, link ``port`` to
-    its pty and write the matching calibration file (``calibration_out``, default
-    ``<port>.json``). Returns the model the node syncs and the bus's process."""
-    model = TwinServoModel(ctl, twin_servo_calibration(ctl.world))
-    bus = ServoBusProcess(model.shared, ids=tuple(range(1, model.num_servos + 1)))
-    link = Path(port)
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(bus.port)
-    cal.save(model.calibration, calibration_out or f"{port}.json")
-    return model, bus
-
-
-def close_servo_bus(bus: ServoBusProcess, port: str) -> None:
-    """Stop the bus and remove the link to its pty."""
-    bus.close()
-    link = Path(port)
-    if link.is_symlink():
-        link.unlink()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,7 +37,7 @@ VENDOR_INTERFACES = ("joint", "cartesian", "servo_bus")
 (``sim.ros2_control.INTERFACES``): ``joint``, joint trajectory / position controllers (a UR's
 driver); ``cartesian``, a compliant Cartesian controller (a Franka under ros2_control);
 ``servo_bus``, the servos' own serial bus (an SO-101's Feetech bus:
-``sim.ros2_control.TwinServoModel``)."""
+``sim.twin_servo_bus.TwinServoModel``)."""
 
 
 @dataclass(frozen=True)

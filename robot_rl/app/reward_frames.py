@@ -32,6 +32,7 @@ import numpy as np
 
 from robot_rl.core import keys
 from robot_rl.core.features import DEFAULT_IMAGE_SIZE
+from sim.config import DEFAULT_ARM
 
 KINDS = ("success", "near_miss", "noisy", "wander")
 
@@ -44,6 +45,8 @@ class RewardFramesConfig:
     """The frame store to create (refused if it exists)."""
     task: str = "pick_cube"
     """Twin task with a near-miss rule: pick_cube or peg_insert."""
+    arm: str = DEFAULT_ARM
+    """The twin's arm kind (fr3, ur5e, so101: docs/arms.md); its cameras render the frames."""
     episodes: int = 60
     """Episodes to render (many short episodes beat few long ones: the held-out splits are
     made of whole episodes)."""
@@ -110,7 +113,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose another --out")
     lenv = LearnerEnvConfig(
-        task=cfg.task, obs="pixels", cameras=cfg.cameras, image_size=cfg.image_size
+        task=cfg.task, obs="pixels", cameras=cfg.cameras, image_size=cfg.image_size, arm=cfg.arm
     )
     setup = lenv.env_setup()
     env_cfg, sim_cfg = configs_for(setup)
@@ -122,6 +125,7 @@ def run_reward_frames(cfg: RewardFramesConfig, progress: bool = True) -> dict[st
     meta = {
         "kind": "twin_frames",
         "task": cfg.task,
+        "arm": cfg.arm,
         "env": lenv.to_json(),
         "state_slices": named_state_slices(env),  # what `reward train --gates` reads
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in _jsonable(cfg).items()},

@@ -171,8 +171,8 @@ def test_the_twin_servo_bus_reads_and_moves_the_arm_through_the_nodes_calibratio
     twin's servos report reads back as the twin's joint angles (within a tick) and the jaw's
     closure, through the calibration file the node loads; a goal in ticks moves the arm there."""
     from drivers.feetech import calibration as cal
-    from sim.ros2_control import ControlledArm, TwinServoModel
-    from sim.ros2_control_node import twin_servo_calibration
+    from sim.ros2_control import ControlledArm
+    from sim.twin_servo_bus import TwinServoModel, twin_servo_calibration
 
     world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
     ctl = ControlledArm(world, "servo_bus", watchdog_s=1.0)
@@ -221,8 +221,8 @@ def test_the_twin_servo_bus_answers_from_its_own_process_and_dies_with_its_twin(
     import time
 
     from drivers.feetech.bus import FeetechBus
-    from sim.ros2_control import ControlledArm, ServoBusProcess, TwinServoModel
-    from sim.ros2_control_node import twin_servo_calibration
+    from sim.ros2_control import ControlledArm
+    from sim.twin_servo_bus import ServoBusProcess, TwinServoModel, twin_servo_calibration
 
     world = SimWorld(SimConfig(cameras=(), arm="so101"), [], arm=so101_twin())
     ctl = ControlledArm(world, "servo_bus", watchdog_s=1.0)
@@ -249,7 +249,7 @@ def test_the_twin_servo_bus_answers_from_its_own_process_and_dies_with_its_twin(
 
     owner = (
         "import sys, time\n"
-        "from sim.ros2_control import ServoBusProcess, SharedServoState\n"
+        "from sim.twin_servo_bus import ServoBusProcess, SharedServoState\n"
         "bus = ServoBusProcess(SharedServoState(3), (1, 2, 3))\n"
         "print(bus._process.pid, flush=True)\n"
         "time.sleep(600)\n"
@@ -277,3 +277,28 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_reward_frames_render_the_so101_twin_and_its_expert_succeeds_in_them(tmp_path) -> None:
+    """`robot-rl reward frames --arm so101`: the classifier's frames come from the SO-101 twin
+    (its cameras, its expert), so a classifier for the small arm can be checked offline before a
+    robot day; the store says which arm made it."""
+    from robot_rl.app.reward_frames import RewardFramesConfig, run_reward_frames
+    from robot_rl.replay.frames import FrameLog
+
+    cfg = RewardFramesConfig(
+        out=tmp_path / "so101.zarr",
+        arm="so101",
+        episodes=2,
+        near_miss_fraction=0.0,
+        noisy_fraction=0.0,
+        wander_fraction=0.0,
+        max_steps=40,
+        after_success_steps=2,
+    )
+    result = run_reward_frames(cfg, progress=False)
+    assert result["successful_episodes_by_kind"]["success"] == 2
+    assert result["positives"] >= 2 * 3 and result["negatives"] > 0
+    with FrameLog.open(cfg.out) as store:
+        assert store.meta["arm"] == "so101"
+        assert store.meta["env"]["arm"] == "so101"
