@@ -9,7 +9,10 @@ Targets: state <= 10k env steps with 10 demos (stage 2); pixels (stage 8): two 1
 cameras + proprioception, the frozen EfficientNet-Lite0 with features cached in replay, 10
 demos, >= 90% within 20k env steps on 3 of 3 seeds, each run <= 45 min on 2 CPU cores. After
 training, the final policy is scored on ``--final-eval-episodes`` (50) episodes
-(``robot-rl eval``). ``--plot`` writes every seed's curve into one PNG.
+(``robot-rl eval``). ``--plot`` writes every seed's curve into one PNG. ``--stop-after-target
+N`` ends a seed once N evaluations in a row reached the target (long pixel runs: the figure is
+the steps to the target; the final score is the stopped policy's, ``stopped_at_target`` says
+where).
 
     python bench/sample_efficiency.py --task pick_cube --obs state --seeds 3
     python bench/sample_efficiency.py --task pick_cube --obs pixels --seeds 3 --plot curves.png
@@ -79,6 +82,14 @@ class BenchConfig:
     """Added to sampled rewards (-1 turns pick_cube's [0, 1] dense reward into a cost)."""
     out_dir: Path | None = None
     """Keep the runs here (None: a temporary directory, removed afterwards)."""
+    stop_after_target: int = 0
+    """End a seed's training once this many evaluations in a row reached ``--target`` (STOP in
+    the run's control file, as a person would end a run that is done); its final score is then
+    that policy's. 0: train for all ``--steps``. Steps-to-target is the same either way."""
+
+    def __post_init__(self) -> None:
+        if self.stop_after_target < 0:
+            raise ValueError("--stop-after-target must be >= 0 (0: never stop early)")
 
 
 def machine_info() -> dict:
@@ -102,6 +113,41 @@ def machine_info() -> dict:
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+class TargetWatcher:
+    """Writes STOP into ``run``'s control file once the last ``count`` evaluations in its
+    ``eval.jsonl`` reached ``target`` (the training loop polls the file every step)."""
+
+    def __init__(self, run: Path, target: float, count: int, poll_s: float = 1.0) -> None:
+        import threading
+
+        self.run, self.target, self.count, self.poll_s = Path(run), target, count, poll_s
+        self.stopped_at: int | None = None
+        """Env steps of the evaluation that ended the run (None: it ran to the end)."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="target-watcher", daemon=True)
+
+    def start(self) -> TargetWatcher:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                lines = (self.run / "eval.jsonl").read_text().splitlines()
+            except FileNotFoundError:
+                continue
+            evals = [json.loads(s) for s in lines if s.strip().endswith("}")]
+            last = evals[-self.count :]
+            if len(last) == self.count and all(e["success_rate"] >= self.target for e in last):
+                self.stopped_at = int(last[-1]["env_steps"])
+                (self.run / "control").write_text("STOP\n")
+                return
 
 
 def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
@@ -145,7 +191,14 @@ def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
     )
     aug = {"feature_shift": cfg.feature_shift, "feature_dropout": cfg.feature_dropout}
     cmd = replace(cmd, sac=replace(cmd.sac, encoder=replace(cmd.sac.encoder, **aug)))
-    res = run_train(cmd)
+    watcher = None
+    if cfg.stop_after_target:
+        watcher = TargetWatcher(run, cfg.target, cfg.stop_after_target).start()
+    try:
+        res = run_train(cmd)
+    finally:
+        if watcher is not None:
+            watcher.close()
     t2 = time.perf_counter()
     final = None
     if cfg.final_eval_episodes:
@@ -163,6 +216,7 @@ def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
         "curve": [(e["env_steps"], e["success_rate"]) for e in evals],
         "final_score": None if final is None else final["success_rate"],
         "final_score_episodes": cfg.final_eval_episodes,
+        "stopped_at_target": None if watcher is None else watcher.stopped_at,
         "collect_wall_s": t1 - t0,
         "train_wall_s": t2 - t1,
     }

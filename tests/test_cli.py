@@ -104,6 +104,22 @@ def test_unknown_task_fails_and_lists_known_tasks():
     assert proc.stdout.strip() == ""
 
 
+@pytest.mark.parametrize("args", [("NOSUCH",), ("NOSUCH", "--help"), ("--help", "NOSUCH")])
+def test_an_unknown_subcommand_is_an_error_that_lists_the_subcommands(args):
+    """Also with --help: the top-level help with exit 0 read as if the command existed."""
+    proc = robot_rl(*args, timeout_s=60)
+    assert proc.returncode == 2
+    assert "unknown subcommand 'NOSUCH'" in proc.stderr
+    assert "rehearse" in proc.stderr and "train" in proc.stderr
+    assert proc.stdout.strip() == ""
+
+
+def test_every_subcommand_help_says_what_it_does_in_plain_words():
+    proc = robot_rl("--help", timeout_s=60)
+    assert proc.returncode == 0
+    assert "``" not in proc.stdout and "module docstring" not in proc.stdout
+
+
 def test_invalid_options_fail_with_a_message():
     proc = robot_rl("rollout", "--episodes", "0")
     assert proc.returncode != 0

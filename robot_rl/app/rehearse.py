@@ -79,7 +79,9 @@ allowed besides the twin's own scoring."""
 
 @dataclass(frozen=True)
 class RehearseConfig:
-    """``robot-rl rehearse``: the robot day on the twin (see the module docstring)."""
+    """Rehearse a whole robot day on the twin played as a real robot: record demos and label
+    success frames with a simulated human, train a success classifier, train over ROS 2 with
+    the human correcting, then evaluate and write a report."""
 
     out: Path = Path("runs/rehearsal")
     """Report directory (refused if it holds a report; steps' data, logs and figures)."""

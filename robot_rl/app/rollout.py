@@ -44,6 +44,8 @@ class RolloutConfig:
     """Run over ROS 2 against this setup (launch/*.yaml) instead of the in-process twin."""
     launch: bool = False
     """With --setup: start the setup's nodes here (else they must run, e.g. `robot-rl up`)."""
+    log_dir: Path | None = None
+    """With --launch: node logs of what is started here (default runs/up/<setup>-<time>)."""
     policy: PolicyName = "scripted"
     """scripted (the task's expert), random (uniform in the action space) or zero (no motion)."""
     episodes: int = 10
@@ -70,6 +72,8 @@ class RolloutConfig:
             raise ValueError("video needs at least one camera in video_cameras")
         if self.launch and self.setup is None:
             raise ValueError("--launch needs --setup launch/<setup>.yaml")
+        if self.log_dir is not None and not self.launch:
+            raise ValueError("--log-dir names the logs of nodes started here: add --launch")
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
             max_episode_steps=cfg.env.max_episode_steps,
             wrappers=cfg.env.wrappers,
             launch=cfg.launch,
+            log_dir=cfg.log_dir,
         )
         names = {cam.name for cam in backend.cameras}
         missing = [c for c in cfg.video_cameras if cfg.video and c not in names]

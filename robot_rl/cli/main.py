@@ -33,26 +33,36 @@ def parse(argv: Sequence[str] | None = None) -> Any:
     from robot_rl.app.up import UpConfig
     from robot_rl.cli import commands
 
+    subcommands = {
+        "rollout": rollout.RolloutConfig,
+        "envs": envs_cmd.EnvsConfig,
+        "collect": collect.CollectConfig,
+        "train": train.TrainCmdConfig,
+        "learner": distributed.LearnerCmdConfig,
+        "actor": actor_cmd.ActorCmdConfig,
+        "eval": eval_cmd.EvalCmdConfig,
+        "up": UpConfig,
+        "record": record_cmd.RecordConfig,
+        "label": label_cmd.LabelConfig,
+        "dataset": commands.dataset_command,
+        "reward": commands.reward_command,
+        "rehearse": RehearseConfig,
+        "arm": commands.arm_command,
+    }
+    args = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args if not a.startswith("-")), None)
+    if first is not None and first not in subcommands:  # `NOSUCH --help` too: not top help
+        print(
+            f"robot-rl: error: unknown subcommand {first!r}; choose one of: "
+            f"{', '.join(subcommands)} (`robot-rl --help` says what each does)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     return tyro.extras.subcommand_cli_from_dict(
-        {
-            "rollout": rollout.RolloutConfig,
-            "envs": envs_cmd.EnvsConfig,
-            "collect": collect.CollectConfig,
-            "train": train.TrainCmdConfig,
-            "learner": distributed.LearnerCmdConfig,
-            "actor": actor_cmd.ActorCmdConfig,
-            "eval": eval_cmd.EvalCmdConfig,
-            "up": UpConfig,
-            "record": record_cmd.RecordConfig,
-            "label": label_cmd.LabelConfig,
-            "dataset": commands.dataset_command,
-            "reward": commands.reward_command,
-            "rehearse": RehearseConfig,
-            "arm": commands.arm_command,
-        },
+        subcommands,
         prog="robot-rl",
         description="robot_rl: RL on robot arms, with a MuJoCo twin behind the same interfaces.",
-        args=argv,
+        args=args,
     )
 
 

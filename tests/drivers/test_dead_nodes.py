@@ -61,9 +61,10 @@ def _rollout(tmp_path: Path, setup: Path, domain: int, episodes: int) -> subproc
     env = ros_env(domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
     env["PYTHONPATH"] = str(REPO)
     args = ["rollout", "--setup", str(setup), "--launch", "--policy", "zero", "--json"]
+    args += ["--log-dir", str(tmp_path / "nodes")]  # where _up_json reads the nodes' state
     return subprocess.Popen(
         [sys.executable, "-m", "robot_rl.cli.main", *args, "--episodes", str(episodes)],
-        cwd=tmp_path,  # the node logs go to runs/up/ under it
+        cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -82,7 +83,7 @@ def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str]:
 
 
 def _up_json(tmp_path: Path) -> dict:
-    for path in tmp_path.glob("runs/up/*/up.json"):
+    for path in tmp_path.glob("nodes/up.json"):
         try:
             return json.loads(path.read_text())
         except json.JSONDecodeError:  # written atomically; never half, but be safe
