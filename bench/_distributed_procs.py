@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from robot_rl.app.proc_cpu import process_cpu_s
+from robot_rl.app.nodes.proc_cpu import process_cpu_s
 
 POLL_S = 0.1
 

@@ -49,7 +49,7 @@ class Config:
 
 
 def main(cfg: Config) -> dict:
-    from robot_rl.app.evaluate import EvalCmdConfig, run_eval
+    from robot_rl.app.training.evaluate import EvalCmdConfig, run_eval
 
     rows = []
     for d in cfg.delays_ms:

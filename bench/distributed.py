@@ -86,8 +86,8 @@ STATE_DIM, ACTION_DIM, EP_LEN = 27, 4, 50
 
 def twin_frames(cfg: DistributedBenchConfig) -> dict[str, np.ndarray]:
     """Camera -> (F, H, W, 3) frames of the scripted expert on pick_cube."""
-    from robot_rl.app.build import base_to_policy_action, make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.envs.build import base_to_policy_action, make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
     from robot_rl.core import keys
 
     lenv = LearnerEnvConfig(

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sample_efficiency import machine_info  # noqa: E402
 
-from robot_rl.app.proc_cpu import process_cpu_s  # noqa: E402
+from robot_rl.app.nodes.proc_cpu import process_cpu_s  # noqa: E402
 
 SAMPLE_S = 0.02
 MOVE_S = 2.0

@@ -92,8 +92,8 @@ class HilBenchConfig:
 
 def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) -> dict:
     """Train one (task, mode, seed) and read its eval log."""
-    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-    from robot_rl.app.train import TrainCmdConfig, run_train
+    from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.training.train import TrainCmdConfig, run_train
 
     env = LearnerEnvConfig(task=task, obs=cfg.obs, image_size=cfg.image_size)
     demos = None

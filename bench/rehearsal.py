@@ -1,4 +1,5 @@
-"""The real-robot day on the twin: ``robot-rl rehearse`` (robot_rl.app.rehearse) as a benchmark.
+"""The real-robot day on the twin: ``robot-rl rehearse`` (robot_rl.app.rehearsal.rehearse) as a
+benchmark.
 
 Runs the rehearsal (up, record, label, reward train / eval, learner + actor over gRPC against
 the real-time twin played as a real robot) and prints one JSON object per run: the config, the

@@ -85,7 +85,7 @@ def build_model(cfg: BenchConfig):
     """The model to measure (see :attr:`BenchConfig.model`)."""
     if cfg.model is not None and (Path(cfg.model) / "card.json").is_file():
         from rewards.classifier import load_classifier
-        from robot_rl.app.reward import make_encoder
+        from robot_rl.app.rewards.reward import make_encoder
 
         return load_classifier(cfg.model, make_encoder)
     return BenchNet(cfg.cameras, cfg.state_dim, cfg.model)

@@ -82,13 +82,13 @@ class RewardRlBenchConfig:
 
 def train_classifier(cfg: RewardRlBenchConfig, root: Path) -> tuple[Path, dict]:
     """Render twin frames and train a classifier on them; returns (model dir, its eval)."""
-    from robot_rl.app.reward import (
+    from robot_rl.app.rewards.reward import (
         RewardEvalConfig,
         RewardTrainConfig,
         run_reward_eval,
         run_reward_train,
     )
-    from robot_rl.app.reward_frames import RewardFramesConfig, run_reward_frames
+    from robot_rl.app.rewards.reward_frames import RewardFramesConfig, run_reward_frames
 
     frames, model = root / "frames.zarr", root / "rm"
     if not frames.exists():
@@ -103,8 +103,8 @@ def train_classifier(cfg: RewardRlBenchConfig, root: Path) -> tuple[Path, dict]:
 
 def run_one(cfg: RewardRlBenchConfig, arm: str, seed: int, model: Path, root: Path) -> dict:
     """Train one (arm, seed) and read its eval log."""
-    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-    from robot_rl.app.train import TrainCmdConfig, run_train
+    from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.training.train import TrainCmdConfig, run_train
 
     env = LearnerEnvConfig(task=cfg.task, obs="state")
     demos = root / f"demos_{seed}.zarr"
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             if model is None:
                 model, model_eval = train_classifier(cfg, root)
             else:
-                from robot_rl.app.reward import RewardEvalConfig, run_reward_eval
+                from robot_rl.app.rewards.reward import RewardEvalConfig, run_reward_eval
 
                 model_eval = run_reward_eval(RewardEvalConfig(model=model))
             print(json.dumps({"classifier": model_eval}), flush=True)

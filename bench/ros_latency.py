@@ -57,8 +57,8 @@ from drivers.ros import qos
 from drivers.ros.env import RMW
 from drivers.ros_clock import StreamTimeClock
 from drivers.setup import load_setup
-from robot_rl.app.rollout import ExpertPolicy
-from robot_rl.app.ros_env import make_ros_env
+from robot_rl.app.envs.policies import ExpertPolicy
+from robot_rl.app.nodes.ros_env import make_ros_env
 from robot_rl.core import keys
 from robot_rl.core.types import StaleSensorError
 

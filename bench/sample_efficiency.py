@@ -152,9 +152,9 @@ class TargetWatcher:
 
 def run_seed(cfg: BenchConfig, seed: int, root: Path) -> dict:
     """One seed: collect, train, read the eval log."""
-    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-    from robot_rl.app.evaluate import EvalCmdConfig, run_eval
-    from robot_rl.app.train import TrainCmdConfig, run_train
+    from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.training.evaluate import EvalCmdConfig, run_eval
+    from robot_rl.app.training.train import TrainCmdConfig, run_train
 
     pixels = cfg.obs == "pixels"
     steps = cfg.steps or (20_000 if pixels else 10_000)

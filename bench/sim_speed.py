@@ -85,7 +85,7 @@ def run_benchmark(name: str, cfg: BenchConfig, cameras: tuple[str, ...]) -> dict
     """Time one configuration; returns the JSON-able record."""
     import mujoco
 
-    from robot_rl.app.build import EnvSetup, make_env_from_setup
+    from robot_rl.app.envs.build import EnvSetup, make_env_from_setup
 
     setup = EnvSetup(
         task=cfg.task,

@@ -274,7 +274,7 @@ def _sac(name: str):
     """The agent of config ``name``: robot-rl train's for "default" (and "default_*", with the
     config's overrides), else plain SACConfig() with the config's overrides."""
     from policies.config import SACConfig
-    from robot_rl.app.train import TRAIN_SAC
+    from robot_rl.app.training.train import TRAIN_SAC
 
     if name not in CONFIGS:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
@@ -308,8 +308,8 @@ def _curve_figures(curve: list[tuple[int, float]]) -> dict:
 
 
 def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
-    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-    from robot_rl.app.train import TrainCmdConfig, run_train
+    from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.training.train import TrainCmdConfig, run_train
 
     plain, arm = _split_arm(task)
     base = plain.partition(":")[0]
@@ -340,7 +340,7 @@ def run_twin(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) ->
 def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
     import _external_envs as ext
 
-    from robot_rl.app.compose import agent_factory
+    from robot_rl.app.training.compose import agent_factory
     from robot_rl.learner.config import TrainConfig
     from robot_rl.learner.loop import Trainer
 

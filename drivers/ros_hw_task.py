@@ -12,7 +12,7 @@ the robot knows whether the task is solved. So this task only places the arm:
   privileged state, always. Success on a real robot comes from the person's buttons
   (``robot-rl record --success-from buttons``, the default on hardware; ``robot-rl label``)
   or, from stage 5, from a reward model. Commands that need a task reward (``rollout``,
-  ``train``) refuse a hardware setup (:func:`robot_rl.app.ros_env.make_ros_env`).
+  ``train``) refuse a hardware setup (:func:`robot_rl.app.nodes.ros_env.make_ros_env`).
 
 Plain Python (no ROS): the arm moves through :class:`drivers.ros_robot.RosRobot`.
 """

@@ -4,7 +4,7 @@ One YAML file describes one setup and is read by three consumers:
 
 - ``robot-rl up <setup.yaml>`` starts and supervises every node as a plain process;
 - ``launch/sim.launch.py`` does the same with ROS 2 launch (for users with a full ROS 2);
-- the env composition (``robot_rl.app.ros_env``) builds a RobotEnv over the ROS 2 topics of
+- the env composition (``robot_rl.app.nodes.ros_env``) builds a RobotEnv over the ROS 2 topics of
   ``namespace`` with the listed ``cameras``.
 
 Schema, checked at load by :mod:`drivers.setup_schema`: a wrong type, an empty value, an

@@ -1,5 +1,5 @@
 """Build the twin for a task: world, robot, cameras, task, clock, expert. The CLI's composition
-root (``robot_rl.app.build``) calls :func:`make_sim_backend` and wraps the result in
+root (``robot_rl.app.envs.build``) calls :func:`make_sim_backend` and wraps the result in
 ``robot_rl.envs.RobotEnv``.
 
 CONTRACT (all helpers code against this; fill in, do not change, without telling the others):
@@ -215,7 +215,7 @@ def make_sim_backend(
         controller_cfg: Impedance controller gains (None: defaults).
         joint_ik: For an arm under joint control (``sim_cfg.arm``, e.g. ``ur5e``): builds the
             differential IK from the arm's :class:`sim.twin_arms.TwinArm` (the robot side's own,
-            ``robot_rl.app.build.twin_joint_ik``; the twin does not import the drivers).
+            ``robot_rl.app.envs.build.twin_joint_ik``; the twin does not import the drivers).
 
     Raises:
         ValueError: Unknown task name (the message lists the known ones), or an arm under joint
@@ -239,7 +239,7 @@ def make_sim_backend(
         if joint_ik is None:
             raise ValueError(
                 f"the {arm.arm.name} twin is driven in joint mode: pass joint_ik "
-                "(robot_rl.app.build.twin_joint_ik) to turn Cartesian targets into joint goals"
+                "(robot_rl.app.envs.build.twin_joint_ik) to turn Cartesian targets into joint goals"
             )
         world.bridge_steps = whole_ratio(1.0 / arm.bridge_hz, world.dt_s, "bridge tick / sim step")
         world.joint_goal_solver = joint_ik(arm)

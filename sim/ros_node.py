@@ -100,7 +100,7 @@ from sim.twin_arms import TwinArm
 
 def twin_joint_ik(arm: TwinArm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """A joint-controlled twin arm's bridge IK: the robot side's
-    (:func:`drivers.ik.joint_goal_solver`, as ``robot_rl.app.build.twin_joint_ik``)."""
+    (:func:`drivers.ik.joint_goal_solver`, as ``robot_rl.app.envs.build.twin_joint_ik``)."""
     return joint_goal_solver(arm.kinematics, arm.arm, arm.bridge_hz)
 
 

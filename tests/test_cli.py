@@ -71,7 +71,7 @@ def test_scripted_expert_acts_through_action_wrappers():
 
 
 def test_video_is_a_readable_mp4_of_the_right_size(tmp_path):
-    from robot_rl.app.video import video_frame_shape
+    from robot_rl.app.envs.video import video_frame_shape
 
     path = tmp_path / "sub" / "out.mp4"
     out = rollout_json(
@@ -174,7 +174,7 @@ def test_configure_headless_gl_respects_explicit_choice():
 
 
 def test_make_env_composes_wrappers_and_out_of_band_cameras():
-    from robot_rl.app.build import EnvSetup, WrapperConfig, make_env_from_setup
+    from robot_rl.app.envs.build import EnvSetup, WrapperConfig, make_env_from_setup
     from robot_rl.core import keys
 
     setup = EnvSetup(
@@ -205,7 +205,7 @@ def test_make_env_composes_wrappers_and_out_of_band_cameras():
 
 @pytest.mark.parametrize("control_rotation", [True, False])
 def test_base_to_policy_action_reproduces_the_base_command(control_rotation):
-    from robot_rl.app.build import (
+    from robot_rl.app.envs.build import (
         EnvSetup,
         WrapperConfig,
         base_to_policy_action,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
 from robot_rl.core import keys
 from robot_rl.replay import EpisodeLog
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robot_rl.app.build import twin_joint_ik
+from robot_rl.app.envs.build import twin_joint_ik
 from robot_rl.core import keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.specs import SpecError

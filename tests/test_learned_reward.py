@@ -1,6 +1,6 @@
 """LearnedReward on the MuJoCo twin: reward and termination from a reward model.
 
-The env is built by robot_rl.app.build (``make_env(..., reward=hook)``) for pick_cube with a
+The env is built by robot_rl.app.envs.build (``make_env(..., reward=hook)``) for pick_cube with a
 state observation; the reward model's camera is built in the twin beside the observation and
 read out of band. The model is :class:`rewards.sim_reward.SimReward` (the twin's truth), so
 the scripted expert's episode must be rewarded -1 until the cube is lifted, then end.
@@ -18,8 +18,8 @@ import pytest
 from rewards.detector import DetectorConfig
 from rewards.online import OnlineRewarder
 from rewards.sim_reward import SimReward
-from robot_rl.app.build import WrapperConfig, make_env
-from robot_rl.app.rollout import ExpertPolicy
+from robot_rl.app.envs.build import WrapperConfig, make_env
+from robot_rl.app.envs.policies import ExpertPolicy
 from robot_rl.core import keys
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.protocols import RewardQuery, RewardResult

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from robot_rl.app.proc_cpu import CpuMeter
+from robot_rl.app.nodes.proc_cpu import CpuMeter
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

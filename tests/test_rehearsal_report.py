@@ -1,4 +1,5 @@
-"""The rehearsal report's figures from joined episodes (robot_rl.app.rehearsal_report): the
+"""The rehearsal report's figures from joined episodes (robot_rl.app.rehearsal.rehearsal_report):
+the
 in-loop target counts a corrected episode as a failure of the policy, and the classifier's
 online errors are its verdicts against the twin's."""
 
@@ -8,7 +9,7 @@ import json
 
 import pytest
 
-from robot_rl.app.rehearsal_report import (
+from robot_rl.app.rehearsal.rehearsal_report import (
     _missed,
     figures,
     ros_eval_figures,
@@ -159,7 +160,7 @@ def test_the_twin_scores_say_what_the_scene_was_when_the_classifier_was_wrong(tm
     # its peak; the report summarises it over the classifier's false positives (what to fix).
     import numpy as np
 
-    from robot_rl.app.rehearsal_report import false_positive_truth
+    from robot_rl.app.rehearsal.rehearsal_report import false_positive_truth
     from robot_rl.core.types import TaskStatus
     from sim.scoring import EpisodeScores, read_scores
 

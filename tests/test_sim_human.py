@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from robot_rl.app.build import (
+from robot_rl.app.envs.build import (
     EnvSetup,
     WrapperConfig,
     base_to_policy_action,
     make_env_from_setup,
     with_sim_human,
 )
-from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.envs.collect import LearnerEnvConfig
 from robot_rl.core import keys
 from robot_rl.core.teleop_action import INTERVENE, is_taking_over
 from robot_rl.wrappers import InterventionConfig

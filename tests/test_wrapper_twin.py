@@ -147,8 +147,8 @@ def test_object_state_rejects_clashes_and_reports_missing_entries():
 
 
 def test_learner_env_state_mode_includes_the_task_object_state():
-    from robot_rl.app.build import WrapperConfig, make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.envs.build import WrapperConfig, make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
     from sim.backend import TASKS
 
     setup = LearnerEnvConfig(task="pick_cube", obs="state").env_setup()
@@ -170,9 +170,9 @@ def test_learner_env_state_mode_includes_the_task_object_state():
 def test_peg_insert_learner_env_holds_the_gripper_closed_and_the_expert_still_inserts():
     """peg_insert's learner env acts in [dx, dy, dz] at the task's 1 cm scale; the scripted
     expert's base actions map into it (their gripper dropped) and still insert the peg."""
-    from robot_rl.app.build import base_to_policy_action, make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
-    from robot_rl.app.rollout import ExpertPolicy
+    from robot_rl.app.envs.build import base_to_policy_action, make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.envs.policies import ExpertPolicy
     from sim.tasks.peg_insert import ACTION_SCALE_M
 
     lenv = LearnerEnvConfig(task="peg_insert", obs="state")
@@ -222,8 +222,8 @@ def test_peg_insert_learner_env_holds_the_gripper_closed_and_the_expert_still_in
 
 
 def test_the_action_delay_reaches_the_twins_arm():
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
 
     env, b = make_env_from_setup(LearnerEnvConfig(task="reach", action_delay_ms=60).env_setup())
     try:
@@ -246,9 +246,9 @@ def _stack(env):
 def test_sparse_task_reward_is_one_exactly_on_success_steps():
     """--task-reward sparse on the twin: the scripted expert's pick_cube episode earns 0 until
     the cube is lifted, 1 on the success step that ends it; the shaped cost stays in info."""
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig
-    from robot_rl.app.rollout import ExpertPolicy
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
+    from robot_rl.app.envs.policies import ExpertPolicy
 
     cfg = LearnerEnvConfig(task="pick_cube", obs="state", task_reward="sparse")
     env, b = make_env_from_setup(cfg.env_setup())
@@ -298,8 +298,12 @@ def test_sparse_reward_needs_success_in_info():
 def test_previous_action_is_a_state_part_and_other_data():
     """--previous-action: the learner env observes prev_action (the policy's 4-dim action);
     demos collected without it are other data, refused by the settings check."""
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings, settings_difference
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import (
+        LearnerEnvConfig,
+        same_data_settings,
+        settings_difference,
+    )
 
     lenv = LearnerEnvConfig(task="pick_cube", obs="state", previous_action=True)
     env, b = make_env_from_setup(lenv.env_setup())
@@ -329,9 +333,9 @@ def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_
     """--gripper-discretize (train, learner, actor): a policy output between -0.5 and 0.5 keeps
     the last command (open after reset) instead of half-closing the hand; not a data setting
     (demos recorded without it stay usable), but an actor must run the learner's."""
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
-    from robot_rl.app.run_settings import ActorEnvFlags, SettingsConflictError, resolve_env
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.training.run_settings import ActorEnvFlags, SettingsConflictError, resolve_env
 
     def closure_after(lenv: LearnerEnvConfig, g: float) -> float:
         env, b = make_env_from_setup(lenv.env_setup())
@@ -361,7 +365,7 @@ def test_gripper_discretize_as_a_run_setting_keeps_the_gripper_open_in_the_dead_
     import dataclasses
     from pathlib import Path
 
-    from robot_rl.app.train_config import TRAIN_SAC, TrainCmdConfig
+    from robot_rl.app.training.train_config import TRAIN_SAC, TrainCmdConfig
 
     hybrid = dataclasses.replace(TRAIN_SAC, hybrid_gripper=True)
     with pytest.raises(ValueError, match="add --gripper-discretize"):
@@ -380,8 +384,8 @@ def test_the_pixel_ros_env_wraps_like_the_learner_env_without_the_status_reward(
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from robot_rl.app.collect import LearnerEnvConfig
-    from robot_rl.app.record import env_wrappers
+    from robot_rl.app.envs.collect import LearnerEnvConfig
+    from robot_rl.app.teleop.record import env_wrappers
 
     lenv = LearnerEnvConfig(task=task, obs="pixels", task_reward="sparse", **extra)
     cams, wr = env_wrappers(lenv, SimpleNamespace(cameras=()))

@@ -8,7 +8,7 @@ bus, behind the arm bridge.
 - :mod:`drivers.so101.node`: ``python -m drivers.so101.node --port /dev/ttyACM0
   --calibration so101.json --ns arm`` (the arm bridge node with this backend).
 
-The calibration file comes from ``robot-rl arm calibrate`` (:mod:`robot_rl.app.arm_calibrate`);
+The calibration file comes from ``robot-rl arm calibrate`` (:mod:`robot_rl.app.arms.arm_calibrate`);
 a second SO-101 as a leader arm is a teleop device (:mod:`drivers.teleop.so101_leader`).
 Nothing is imported here: import the module you need.
 """

@@ -9,7 +9,7 @@ Modules:
     commands: the ``dataset``, ``reward`` and ``arm`` subcommand groups.
     reports, data_reports: what each command prints for a person.
     common: the OpenGL choice, JSON output, the bad-input exit.
-    up: the live table of ``robot-rl up`` (the workflow is :mod:`robot_rl.app.up`).
+    up: the live table of ``robot-rl up`` (the workflow is :mod:`robot_rl.app.nodes.up`).
 
 Subcommands:
     rollout  run episodes in the MuJoCo twin with a scripted / random / zero policy.
@@ -37,7 +37,7 @@ is present, before anything imports MuJoCo. EGL is faster on a GPU machine: expo
 Exit codes: 0 success, 2 bad input (unknown task, invalid option, missing / existing run,
 corrupt dataset or checkpoint; the message says what to change), 3 a required node of the setup
 died (``up``, and commands that started it with ``--launch``: the message names the node, its
-exit status and log, see :mod:`robot_rl.app.supervision`), 4 ``arm check`` found a problem
+exit status and log, see :mod:`robot_rl.app.nodes.supervision`), 4 ``arm check`` found a problem
 (the report says which), 1 anything else (a traceback).
 ``ROBOT_RL_DEBUG=1`` prints the traceback for bad input too (when the message is not enough).
 """

@@ -8,10 +8,14 @@ from typing import Annotated, Union
 
 import tyro
 
-from robot_rl.app.arm_calibrate import ArmCalibrateConfig
-from robot_rl.app.arm_check import ArmCheckConfig
-from robot_rl.app.dataset import DatasetExportConfig, DatasetInfoConfig, DatasetSalvageConfig
-from robot_rl.app.reward import (
+from robot_rl.app.arms.arm_calibrate import ArmCalibrateConfig
+from robot_rl.app.arms.arm_check import ArmCheckConfig
+from robot_rl.app.datasets.dataset import (
+    DatasetExportConfig,
+    DatasetInfoConfig,
+    DatasetSalvageConfig,
+)
+from robot_rl.app.rewards.reward import (
     RewardEvalConfig,
     RewardFramesConfig,
     RewardServeConfig,

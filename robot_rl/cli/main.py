@@ -24,13 +24,14 @@ def parse(argv: Sequence[str] | None = None) -> Any:
     configure_headless_gl()
     import tyro  # imports below pull in MuJoCo: only after MUJOCO_GL is settled
 
-    from robot_rl.app import actor_cmd, collect, distributed, rollout, train
-    from robot_rl.app import envs as envs_cmd
-    from robot_rl.app import evaluate as eval_cmd
-    from robot_rl.app import label as label_cmd
-    from robot_rl.app import record as record_cmd
-    from robot_rl.app.rehearse import RehearseConfig
-    from robot_rl.app.up import UpConfig
+    from robot_rl.app.envs import collect
+    from robot_rl.app.envs import listing as envs_cmd
+    from robot_rl.app.nodes.up import UpConfig
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig
+    from robot_rl.app.teleop import label as label_cmd
+    from robot_rl.app.teleop import record as record_cmd
+    from robot_rl.app.training import actor_cmd, distributed, rollout, train
+    from robot_rl.app.training import evaluate as eval_cmd
     from robot_rl.cli import commands
 
     subcommands = {
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse(argv)
     except ValueError as e:  # a config's __post_init__ rejected the options
         return error(str(e))
-    from robot_rl.app.supervision import EXIT_NODE_DIED, NodeDiedError
+    from robot_rl.app.nodes.supervision import EXIT_NODE_DIED, NodeDiedError
 
     try:
         return _run(cfg)
@@ -83,15 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(cfg: Any) -> int:
     """Run the parsed subcommand ``cfg``; return the exit code."""
-    from robot_rl.app import actor_cmd, arm_calibrate, collect, distributed, rollout, train
-    from robot_rl.app import dataset as dataset_cmd
-    from robot_rl.app import envs as envs_cmd
-    from robot_rl.app import evaluate as eval_cmd
-    from robot_rl.app import label as label_cmd
-    from robot_rl.app import record as record_cmd
-    from robot_rl.app import reward as reward_cmd
-    from robot_rl.app.build import UnknownTaskError
-    from robot_rl.app.up import UpConfig
+    from robot_rl.app.arms import arm_calibrate
+    from robot_rl.app.datasets import dataset as dataset_cmd
+    from robot_rl.app.envs import collect
+    from robot_rl.app.envs import listing as envs_cmd
+    from robot_rl.app.envs.build import UnknownTaskError
+    from robot_rl.app.nodes.up import UpConfig
+    from robot_rl.app.rewards import reward as reward_cmd
+    from robot_rl.app.teleop import label as label_cmd
+    from robot_rl.app.teleop import record as record_cmd
+    from robot_rl.app.training import actor_cmd, distributed, rollout, train
+    from robot_rl.app.training import evaluate as eval_cmd
     from robot_rl.cli import data_reports as dr
     from robot_rl.cli import reports, up
 
@@ -107,7 +110,7 @@ def _run(cfg: Any) -> int:
         except ValueError as e:  # includes drivers.setup.SetupError
             return error(str(e))
 
-    from robot_rl.app import arm_check
+    from robot_rl.app.arms import arm_check
 
     if isinstance(cfg, arm_check.ArmCheckConfig):
         try:
@@ -120,7 +123,7 @@ def _run(cfg: Any) -> int:
             reports.print_arm_check(result)
         return 0 if result["ok"] else EXIT_CHECK_FAILED
 
-    from robot_rl.app import rehearse
+    from robot_rl.app.rehearsal import rehearse
 
     if isinstance(cfg, rehearse.RehearseConfig):
         try:

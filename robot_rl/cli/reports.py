@@ -155,7 +155,7 @@ def print_arm_calibrate(result: dict) -> None:
 
 
 def print_arm_check(result: dict) -> None:
-    """What :func:`robot_rl.app.arm_check.run_arm_check` measured, and its verdict."""
+    """What :func:`robot_rl.app.arms.arm_check.run_arm_check` measured, and its verdict."""
     print(
         f"{result['setup']}: arm {result['arm']} ({len(result['joint_names'])} joints: "
         f"{', '.join(result['joint_names'])})"

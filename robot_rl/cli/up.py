@@ -1,4 +1,4 @@
-"""``robot-rl up``: the live table of a setup's nodes over :func:`robot_rl.app.up.run_up`.
+"""``robot-rl up``: the live table of a setup's nodes over :func:`robot_rl.app.nodes.up.run_up`.
 
 ``python -m robot_rl.cli.up <setup.yaml>`` is the same as ``robot-rl up``.
 """
@@ -11,8 +11,16 @@ import time
 
 import tyro
 
-from robot_rl.app.nodes import BACKOFF, EXITED, FAILED, RUNNING, SKIPPED, STOPPED, Supervisor
-from robot_rl.app.up import UpConfig, run_up
+from robot_rl.app.nodes.supervisor import (
+    BACKOFF,
+    EXITED,
+    FAILED,
+    RUNNING,
+    SKIPPED,
+    STOPPED,
+    Supervisor,
+)
+from robot_rl.app.nodes.up import UpConfig, run_up
 
 
 def run(cfg: UpConfig) -> int:
@@ -21,7 +29,8 @@ def run(cfg: UpConfig) -> int:
 
 
 def live_table(sup: Supervisor, stop: threading.Event, events: list[str]) -> None:
-    """A rich table of the nodes, refreshed 4 times a second (:data:`robot_rl.app.up.LiveView`)."""
+    """A rich table of the nodes, refreshed 4 times a second
+    (:data:`robot_rl.app.nodes.up.LiveView`)."""
     from rich.live import Live
 
     with Live(_table(sup, events), refresh_per_second=4) as live:

@@ -1,7 +1,7 @@
 """What an actor asks its learner before it builds its env: a Hello without a layout.
 
 The learner owns the run's settings. ``robot-rl actor`` calls :func:`ask_learner` first, builds
-its env from the answer (:mod:`robot_rl.app.run_settings`), and only then starts its
+its env from the answer (:mod:`robot_rl.app.training.run_settings`), and only then starts its
 :class:`robot_rl.transport.client.LearnerClient` with the env's layout, whose Hello the learner
 checks as before. The settings-only Hello registers nothing at the learner (the actor is not in
 its stats until it says Hello with a layout) and opens no stream.

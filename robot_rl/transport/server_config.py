@@ -37,7 +37,7 @@ class LearnerServerConfig:
     acting networks; "" for none."""
     run_settings_json: str = ""
     """The run's env settings (JSON), told to actors in Hello so that they build the same env
-    (``robot_rl.app.run_settings``); "" for none."""
+    (``robot_rl.app.training.run_settings``); "" for none."""
 
     def __post_init__(self) -> None:
         check_bind(self.bind, self.allow_non_loopback, 50061, "actors on other machines")

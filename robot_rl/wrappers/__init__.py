@@ -5,7 +5,7 @@ Every action wrapper ships its inverse (``inverse_action``) so that a base-frame
 expert's, a human's) maps into the policy's action space. Wrappers never share memory between
 successive observations: whatever they modify is a new array.
 
-Typical stack, innermost first (see ``robot_rl.app.build``)::
+Typical stack, innermost first (see ``robot_rl.app.envs.build``)::
 
     RobotEnv -> SuccessReward -> ObjectState -> GripperDiscretize -> RelativeFrame -> FixedGripper
              -> PreviousAction -> ImageCropResize -> LearnedReward -> FlattenState -> TimeLimit

@@ -49,7 +49,7 @@ def _setup(tmp_path: Path, arm: str) -> Path:
 
 
 def test_the_ur5e_twin_passes_the_arm_check(tmp_path: Path, a2_domain: int) -> None:
-    from robot_rl.app.arm_check import ArmCheckConfig, run_arm_check
+    from robot_rl.app.arms.arm_check import ArmCheckConfig, run_arm_check
 
     cfg = ArmCheckConfig(
         setup=_setup(tmp_path, "ur5e"), launch=True, domain_id=a2_domain, progress=False
@@ -65,7 +65,7 @@ def test_the_ur5e_twin_passes_the_arm_check(tmp_path: Path, a2_domain: int) -> N
 def test_a_setup_describing_another_arm_fails_the_check_naming_it(
     tmp_path: Path, a2_domain: int
 ) -> None:
-    from robot_rl.app.arm_check import ArmCheckConfig, run_arm_check
+    from robot_rl.app.arms.arm_check import ArmCheckConfig, run_arm_check
 
     cfg = ArmCheckConfig(
         setup=_setup(tmp_path, "fr3"), launch=True, domain_id=a2_domain, progress=False

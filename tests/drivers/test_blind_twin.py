@@ -51,7 +51,7 @@ def _drive_to_goal(env, obs, steps: int) -> list[dict]:
 def test_a_blind_run_reads_no_truth_and_the_twin_scores_it(tmp_path: Path, a2_domain: int) -> None:
     from drivers.ros.graph import topic_subscribers
     from drivers.ros_task import RosTwinSceneTask, RosTwinTask, RosTwinTaskConfig
-    from robot_rl.app.ros_env import make_ros_env
+    from robot_rl.app.nodes.ros_env import make_ros_env
     from sim.scoring import read_scores
 
     scores = tmp_path / "scores.jsonl"
@@ -136,7 +136,7 @@ def test_record_and_label_on_a_blind_twin_take_success_from_the_humans_button(
     no task reference (-1) and no truth read by the recorder."""
     from record_helpers import lockstep_setup
 
-    from robot_rl.app.label import read_frames
+    from robot_rl.app.teleop.label import read_frames
     from robot_rl.replay import EpisodeLog
 
     raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
@@ -172,7 +172,7 @@ def test_label_with_near_misses_shows_the_classifier_failures_that_look_like_suc
     the others end in a lift with the button held."""
     from record_helpers import lockstep_setup
 
-    from robot_rl.app.label import read_frames
+    from robot_rl.app.teleop.label import read_frames
 
     raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
     setup = tmp_path / "blind.yaml"

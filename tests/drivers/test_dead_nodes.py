@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_rl.app.supervision import EXIT_NODE_DIED, NodeDiedError, SupervisedEnv, explain
+from robot_rl.app.nodes.supervision import EXIT_NODE_DIED, NodeDiedError, SupervisedEnv, explain
 from robot_rl.core.types import StaleSensorError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ def _supervisor(log_dir: Path, domain: int, restart: dict):
     """A started supervisor of one required node (the teleop replay node)."""
     from drivers.ros.env import ros_env
     from drivers.setup import parse_setup
-    from robot_rl.app.nodes import Supervisor
+    from robot_rl.app.nodes.supervisor import Supervisor
 
     node = {
         "name": "teleop",

@@ -183,8 +183,8 @@ def _episodes(path: Path):
 
 
 def test_record_event_file_keeps_the_marked_episodes(tmp_path: Path, a2_domain: int) -> None:
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig, same_data_settings
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig, same_data_settings
     from robot_rl.replay import ObsAdapter, load_demos
 
     setup = lockstep_setup(tmp_path / "setup.yaml")
@@ -323,7 +323,7 @@ class _Counting:
 
 
 def test_status_follower_observes_once_per_step_and_restarts_on_time_going_back() -> None:
-    from robot_rl.app.build import EnvSetup, make_env_from_setup
+    from robot_rl.app.envs.build import EnvSetup, make_env_from_setup
     from sim.human import HumanConfig, SimulatedHuman
     from sim.human_node import StatusFollower
 
@@ -390,8 +390,8 @@ def test_record_keeps_the_peg_in_the_hand(tmp_path: Path, a2_domain: int, obs: s
 def test_the_teleop_gripper_hold_keeps_the_hand_as_the_reset_left_it() -> None:
     """Before the human's first gripper request, record and label keep the hand as the reset
     left it: closed on peg_insert's peg (a real arm handed a tool), open on pick_cube."""
-    from robot_rl.app.build import make_env_from_setup
-    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
     from robot_rl.core.teleop_action import gripper_hold_after_reset
 
     for task, want in (("peg_insert", 1.0), ("pick_cube", -1.0)):
@@ -416,7 +416,7 @@ def test_a_stalled_twin_drops_the_open_episode_and_record_goes_on(
 
     from drivers.ros.env import ros_env
     from drivers.setup import load_setup
-    from robot_rl.app.nodes import Supervisor
+    from robot_rl.app.nodes.supervisor import Supervisor
 
     raw = yaml.safe_load(lockstep_setup(tmp_path / "s.yaml", cameras=("front",)).read_text())
     raw["clock"] = "realtime"

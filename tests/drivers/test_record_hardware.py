@@ -132,8 +132,8 @@ def test_hardware_setup_defaults_and_the_shipped_franka_setup() -> None:
 
 
 def test_commands_that_need_a_task_reward_refuse_hardware(tmp_path: Path) -> None:
-    from robot_rl.app.record import RecordConfig, run_record
-    from robot_rl.app.ros_env import make_ros_env
+    from robot_rl.app.nodes.ros_env import make_ros_env
+    from robot_rl.app.teleop.record import RecordConfig, run_record
 
     franka = REPO / "launch" / "franka_realsense.yaml"
     with pytest.raises(ValueError, match="reward model"):  # rollout's call; no node started

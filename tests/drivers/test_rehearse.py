@@ -165,7 +165,7 @@ def test_the_rehearsal_writes_the_arm_into_its_setup_and_refuses_an_unknown_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from drivers.setup import load_setup
-    from robot_rl.app.rehearse import RehearseConfig, write_setup
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig, write_setup
     from robot_rl.cli.main import main
 
     setup = load_setup(write_setup(RehearseConfig(out=tmp_path, arm="ur5e")))
@@ -203,7 +203,7 @@ def test_the_pixel_rehearsal_on_pick_cube_reports(tmp_path: Path, a2_domain: int
 def test_learner_and_actor_options_pass_through_as_one_quoted_string() -> None:
     import tyro
 
-    from robot_rl.app.rehearse import RehearseConfig
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig
 
     cfg = tyro.cli(
         RehearseConfig,

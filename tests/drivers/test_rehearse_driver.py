@@ -1,4 +1,5 @@
-"""``robot-rl rehearse --driver ros2_control`` (:mod:`robot_rl.app.rehearse_setup`): the setup it
+"""``robot-rl rehearse --driver ros2_control`` (:mod:`robot_rl.app.rehearsal.rehearse_setup`): the
+setup it
 writes puts the arm's own bridge (node ``arm_bridge``) in front of the ros2_control-shaped twin
 for each arm kind, with the task's safety limits in the arm's size; the setup keys it relies on
 (``bridge_node``, ``time_base`` on a twin) are checked; an arm without a driver stand-in and a
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from drivers.setup import SetupError, load_setup, parse_setup
-from robot_rl.app.rehearse import RehearseConfig
-from robot_rl.app.rehearse_setup import write_setup
+from robot_rl.app.rehearsal.rehearse import RehearseConfig
+from robot_rl.app.rehearsal.rehearse_setup import write_setup
 
 
 @pytest.mark.parametrize(

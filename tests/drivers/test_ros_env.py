@@ -83,7 +83,7 @@ class _Owned(gym.Wrapper):
 
 
 def _ros_env(setup: Path, domain: int, **kw) -> _Owned:
-    from robot_rl.app.ros_env import make_ros_env
+    from robot_rl.app.nodes.ros_env import make_ros_env
 
     env, backend = make_ros_env(setup, domain_id=domain, **kw)
     return _Owned(env, backend)
@@ -93,7 +93,7 @@ def _run_twin(setup_path: Path, domain: int, log_dir: Path):
     """Start the setup's nodes with the `up` supervisor (no table); returns it."""
     from drivers.ros.env import ros_env
     from drivers.setup import load_setup
-    from robot_rl.app.nodes import Supervisor
+    from robot_rl.app.nodes.supervisor import Supervisor
 
     env = ros_env(domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
     sup = Supervisor(load_setup(setup_path), log_dir, env)
@@ -310,7 +310,7 @@ def lockstep(tmp_path_factory, a2_module_domain: int):
 
 
 def _direct(cameras: tuple[str, ...]):
-    from robot_rl.app.build import make_env
+    from robot_rl.app.envs.build import make_env
     from robot_rl.core.config import EnvConfig
     from sim.config import SimConfig
 
@@ -322,7 +322,7 @@ def _direct(cameras: tuple[str, ...]):
 
 
 def test_env_checker_and_schema_over_ros(lockstep) -> None:
-    from robot_rl.app.rollout import ExpertPolicy
+    from robot_rl.app.envs.policies import ExpertPolicy
     from robot_rl.envs.checker import check_env
 
     with_cams, _, domain = lockstep
@@ -393,7 +393,7 @@ def _success_rate(env: gym.Env, expert, episodes: int) -> float:
 
 
 def test_expert_success_through_ros_close_to_direct(lockstep) -> None:
-    from robot_rl.app.rollout import ExpertPolicy
+    from robot_rl.app.envs.policies import ExpertPolicy
 
     _, state_only, domain = lockstep
     episodes = 10

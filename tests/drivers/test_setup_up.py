@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from drivers.setup import SetupError, load_setup, parse_setup
-from robot_rl.app.supervision import EXIT_NODE_DIED
+from robot_rl.app.nodes.supervision import EXIT_NODE_DIED
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -284,7 +284,7 @@ def test_up_gives_up_on_a_failing_required_node(tmp_path: Path, a2_domain: int, 
 
 
 def test_terminal_nodes_are_skipped_without_a_terminal(tmp_path: Path) -> None:
-    from robot_rl.app.nodes import SKIPPED, Supervisor
+    from robot_rl.app.nodes.supervisor import SKIPPED, Supervisor
 
     raw = _valid()
     raw["nodes"] = [dict(_teleop(), args=["--device", "keyboard"], terminal=True)]

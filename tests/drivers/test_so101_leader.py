@@ -26,7 +26,7 @@ from drivers.feetech import calibration as cal
 from drivers.so101.config import SO101_SAFETY
 from drivers.teleop import so101_leader as leader_mod
 from drivers.teleop.mapping import TeleopMapConfig
-from robot_rl.app.arm_calibrate import ArmCalibrateConfig, run_arm_calibrate
+from robot_rl.app.arms.arm_calibrate import ArmCalibrateConfig, run_arm_calibrate
 from robot_rl.core import frames
 from robot_rl.core.arm import SO101
 

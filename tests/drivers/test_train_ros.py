@@ -215,7 +215,7 @@ def test_an_actor_on_a_setup_refuses_the_learners_pixel_demos_of_other_crops(
 
     import zarr
 
-    from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+    from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
 
     demos = tmp_path / "demos.zarr"
     env = LearnerEnvConfig(task="pick_cube", obs="pixels", image_size=64)
@@ -376,7 +376,7 @@ def test_the_first_answer_is_awaited_past_the_step_timeout_and_none_is_a_clear_e
     import threading
 
     from drivers.ros_teleop import RosTeleop
-    from robot_rl.app.human_answers import HumanAnswers
+    from robot_rl.app.teleop.human_answers import HumanAnswers
 
     client = ros_client_factory(h9_domain)
     joy_pub = client.publisher(Joy, "/arm/teleop/joy", qos.COMMAND)
@@ -415,7 +415,7 @@ def test_the_first_answer_is_awaited_past_the_step_timeout_and_none_is_a_clear_e
 
 
 def test_status_follower_steps_once_per_control_period_of_a_realtime_twin() -> None:
-    from robot_rl.app.build import EnvSetup, make_env_from_setup
+    from robot_rl.app.envs.build import EnvSetup, make_env_from_setup
     from robot_rl.core.config import EnvConfig
     from sim.human import HumanConfig
     from sim.human_node import StatusFollower, make_human

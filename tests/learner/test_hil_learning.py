@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from robot_rl.app.collect import LearnerEnvConfig
-from robot_rl.app.train import TrainCmdConfig, run_train
+from robot_rl.app.envs.collect import LearnerEnvConfig
+from robot_rl.app.training.train import TrainCmdConfig, run_train
 
 
 def _curve(tmp_path, name: str, task: str, human: str, steps: int, eval_every: int, **kw):

@@ -175,8 +175,8 @@ def test_demo_buffer_resized_keeps_transitions_and_sampling():
 
 @pytest.fixture(scope="module")
 def twin():
-    from robot_rl.app.build import make_env_from_setup, with_sim_human
-    from robot_rl.app.collect import LearnerEnvConfig
+    from robot_rl.app.envs.build import make_env_from_setup, with_sim_human
+    from robot_rl.app.envs.collect import LearnerEnvConfig
     from robot_rl.wrappers import InterventionConfig
     from sim.human import HumanConfig
 
@@ -243,7 +243,7 @@ def test_trainer_logs_routes_and_resumes_interventions(tmp_path, twin, mode):
 def test_train_flags_wire_the_human_and_the_mode(tmp_path):
     import tyro
 
-    from robot_rl.app.train import TrainCmdConfig
+    from robot_rl.app.training.train import TrainCmdConfig
 
     args = ["--run", str(tmp_path / "r"), "--human", "sim", "--intervention-mode", "rlif"]
     args += ["--human-patience-steps", "7", "--rlif-penalty", "-50"]
@@ -255,8 +255,8 @@ def test_train_flags_wire_the_human_and_the_mode(tmp_path):
         TrainCmdConfig(run=tmp_path / "r", human_patience_steps=0)
     # the distributed actor takes the same --human-* flags, and over ROS 2 they reach the
     # simulated human's node
-    from robot_rl.app.actor_cmd import ActorCmdConfig
-    from robot_rl.app.train_ros import human_node_args
+    from robot_rl.app.training.actor_cmd import ActorCmdConfig
+    from robot_rl.app.training.train_ros import human_node_args
 
     actor = tyro.cli(ActorCmdConfig, args=["--run", str(tmp_path / "a"), "--human", "sim",
                                            "--human-patience-steps", "30"])  # fmt: skip

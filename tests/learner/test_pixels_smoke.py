@@ -7,9 +7,9 @@ import dataclasses
 
 from learner_helpers import small_sac
 
-from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-from robot_rl.app.evaluate import EvalCmdConfig, run_eval
-from robot_rl.app.train import TrainCmdConfig, run_train
+from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.training.evaluate import EvalCmdConfig, run_eval
+from robot_rl.app.training.train import TrainCmdConfig, run_train
 from robot_rl.learner.checkpoint import latest_checkpoint
 
 

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
-from robot_rl.app.train import TrainCmdConfig, build_trainer
+from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.training.train import TrainCmdConfig, build_trainer
 
 
 def _latest_step(run) -> int:

@@ -42,7 +42,7 @@ def test_classifier_on_twin_frames_meets_the_precision_target_on_held_out_episod
 
 def test_saved_classifier_loads_strictly_and_predicts_like_the_card_says(trained, twin_frames):
     from rewards import load_classifier, read_card
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
     from robot_rl.core.protocols import RewardModel, RewardQuery
 
     out, _ = trained
@@ -68,7 +68,7 @@ def test_corrupt_or_missing_model_files_give_clear_errors(trained, tmp_path):
     import shutil
 
     from rewards import load_classifier
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
 
     out, _ = trained
     bad = tmp_path / "bad"
@@ -94,7 +94,7 @@ def test_pretrained_efficientnet_beats_a_random_one_on_a_linear_probe(twin_frame
     """The real ImageNet weights carry the task: a linear probe (logistic regression on pooled
     frozen features, trained on some episodes, scored on others) separates success frames
     better than the same network randomly initialised."""
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
 
     with FrameLog.open(twin_frames) as store:
         frames = store.read()
@@ -141,7 +141,7 @@ def test_reward_serve_cli_serves_the_classifier_on_loopback_with_a_token(trained
     from rewards import load_classifier
     from rewards.serve import RewardClient, RewardServiceError
     from rewards.serve.codec import decode_images, encode_images
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
     from robot_rl.core.protocols import RewardQuery
 
     out, _ = trained
@@ -194,8 +194,8 @@ def test_gates_are_calibrated_with_stored_in_the_card_and_reach_the_detector(
     calibrated on what the detector will see; the card keeps the gates and the run's detector
     applies them (or `--reward-gate`'s)."""
     from rewards.train import ClassifierTrainConfig, train_classifier
-    from robot_rl.app.reward import make_encoder
-    from robot_rl.app.reward_env import LearnedRewardSettings, make_rewarder
+    from robot_rl.app.rewards.reward import make_encoder
+    from robot_rl.app.training.reward_env import LearnedRewardSettings, make_rewarder
 
     with FrameLog.open(twin_frames) as store:
         frames = store.read()

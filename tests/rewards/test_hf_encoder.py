@@ -21,7 +21,7 @@ import vlm_tiny
 from rewards.classifier import load_classifier, read_card
 from rewards.hf_encoder import IMAGENET, describe_hf_encoder, load_hf_encoder
 from rewards.train import evaluate
-from robot_rl.app.reward import RewardEvalConfig, make_encoder, run_reward_eval
+from robot_rl.app.rewards.reward import RewardEvalConfig, make_encoder, run_reward_eval
 from robot_rl.replay.frames import FrameLog
 
 MEAN, STD = (0.1, 0.2, 0.3), (0.5, 0.6, 0.7)
@@ -160,7 +160,7 @@ def test_rewards_imports_without_transformers():
 
 @pytest.fixture(scope="module")
 def twin_frames(tmp_path_factory) -> Path:
-    from robot_rl.app.reward_frames import RewardFramesConfig, run_reward_frames
+    from robot_rl.app.rewards.reward_frames import RewardFramesConfig, run_reward_frames
 
     out = tmp_path_factory.mktemp("frames") / "pick_cube.zarr"
     cfg = RewardFramesConfig(

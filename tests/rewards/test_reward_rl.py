@@ -133,7 +133,7 @@ def test_train_reward_settings_are_checked_before_anything_runs(tmp_path):
 def test_teleop_buttons_become_verdicts_once_per_press():
     """`train --setup --human teleop --reward`: the success / failure buttons end episodes; a
     button held through the reset or across steps counts once (on the press)."""
-    from robot_rl.app.reward_env import TeleopVerdicts
+    from robot_rl.app.training.reward_env import TeleopVerdicts
     from robot_rl.core.types import TeleopState
 
     class Buttons:  # the Teleop Protocol boundary: what the device reports

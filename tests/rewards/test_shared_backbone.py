@@ -21,7 +21,7 @@ def weights() -> Path:
 
 def test_reward_reads_the_frame_the_policy_encoded(weights):
     from rewards.classifier import FrozenImageEncoder
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
 
     shared = features.EfficientNetFeatures(weights, progress=False)
     enc = make_encoder("efficientnet_lite0", weights, shared=shared)
@@ -40,7 +40,7 @@ def test_reward_reads_the_frame_the_policy_encoded(weights):
 
 
 def test_other_weights_are_not_shared(weights, tmp_path):
-    from robot_rl.app.reward import make_encoder
+    from robot_rl.app.rewards.reward import make_encoder
 
     other = tmp_path / "other.pth"
     other.write_bytes(weights.read_bytes())

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robot_rl.app.build import base_to_policy_action, configs_for, make_env
-from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.envs.build import base_to_policy_action, configs_for, make_env
+from robot_rl.app.envs.collect import LearnerEnvConfig
 from robot_rl.core import keys
 from sim.experts.near_miss import NearMissExpert
 

@@ -21,7 +21,7 @@ pytest.importorskip("mink", reason="pip install -e '.[arms]' (the SO-101 twin's 
 
 
 def _env(task: str):
-    from robot_rl.app.build import EnvSetup, configs_for, make_env
+    from robot_rl.app.envs.build import EnvSetup, configs_for, make_env
 
     env_cfg, sim_cfg = configs_for(EnvSetup(task=task, arm="so101"))
     return make_env(task, env_cfg, sim_cfg)
@@ -283,7 +283,7 @@ def test_reward_frames_render_the_so101_twin_and_its_expert_succeeds_in_them(tmp
     """`robot-rl reward frames --arm so101`: the classifier's frames come from the SO-101 twin
     (its cameras, its expert), so a classifier for the small arm can be checked offline before a
     robot day; the store says which arm made it."""
-    from robot_rl.app.reward_frames import RewardFramesConfig, run_reward_frames
+    from robot_rl.app.rewards.reward_frames import RewardFramesConfig, run_reward_frames
     from robot_rl.replay.frames import FrameLog
 
     cfg = RewardFramesConfig(

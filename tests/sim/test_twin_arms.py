@@ -21,7 +21,7 @@ pytest.importorskip("mink", reason="pip install -e '.[arms]' (the UR5e twin's IK
 
 
 def _ur5e(task: str = "reach"):
-    from robot_rl.app.build import twin_joint_ik
+    from robot_rl.app.envs.build import twin_joint_ik
 
     b = make_sim_backend(
         task, SimConfig(cameras=(), arm="ur5e"), EnvConfig(), joint_ik=twin_joint_ik

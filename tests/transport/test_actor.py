@@ -20,8 +20,8 @@ from policies.sac import SACAgent
 from robot_rl.actor.links import RemoteLink
 from robot_rl.actor.loop import Actor, ActorConfig
 from robot_rl.actor.policy import ActingPolicy, policy_snapshot
-from robot_rl.app.build import make_env_from_setup
-from robot_rl.app.collect import LearnerEnvConfig
+from robot_rl.app.envs.build import make_env_from_setup
+from robot_rl.app.envs.collect import LearnerEnvConfig
 from robot_rl.core.batch import ObsLayout
 from robot_rl.core.types import StaleSensorError
 from robot_rl.replay import EpisodeLog, ObsAdapter

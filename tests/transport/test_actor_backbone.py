@@ -20,7 +20,7 @@ def weights() -> Path:
 
 
 def _settings(weights: Path) -> dict:
-    from robot_rl.app.distributed import LearnerCmdConfig, policy_settings
+    from robot_rl.app.training.distributed import LearnerCmdConfig, policy_settings
 
     sac = SACConfig(encoder=EncoderConfig(kind="efficientnet", weights_path=str(weights)))
     cmd = LearnerCmdConfig(run=Path("unused"), reward_offset=-1.0)
@@ -30,7 +30,7 @@ def _settings(weights: Path) -> dict:
 
 
 def test_the_actor_uses_its_local_file_with_the_learners_hash(weights, tmp_path):
-    from robot_rl.app.actor_cmd import _actor_sac
+    from robot_rl.app.training.actor_cmd import _actor_sac
 
     settings = _settings(weights)
     assert settings["sac"]["encoder"]["weights_path"] is None  # the learner's path stays there
@@ -41,7 +41,7 @@ def test_the_actor_uses_its_local_file_with_the_learners_hash(weights, tmp_path)
 
 
 def test_other_weights_are_refused(weights, tmp_path):
-    from robot_rl.app.actor_cmd import _actor_sac
+    from robot_rl.app.training.actor_cmd import _actor_sac
 
     other = tmp_path / "other.pth"
     other.write_bytes(weights.read_bytes() + b"\0")

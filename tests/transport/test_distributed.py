@@ -36,7 +36,7 @@ from distributed_helpers import (
 )
 from polling import poll_until
 
-from robot_rl.app.collect import CollectConfig, LearnerEnvConfig, run_collect
+from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
 
 REACH = ("--task", "reach", "--obs", "state")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from robot_rl.app.actor_cmd import ActorCmdConfig
-from robot_rl.app.distributed import LearnerCmdConfig, _learner_layout
+from robot_rl.app.training.actor_cmd import ActorCmdConfig
+from robot_rl.app.training.distributed import LearnerCmdConfig, _learner_layout
 from robot_rl.core.batch import ObsLayout
 from robot_rl.replay import EpisodeLog
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from distributed_helpers import CLI, FIFO, child_env
 
-from robot_rl.app.actor_cmd import ActorCmdConfig
+from robot_rl.app.training.actor_cmd import ActorCmdConfig
 
 _THREADS = """
 import json, os, threading

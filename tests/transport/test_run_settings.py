@@ -26,8 +26,8 @@ from distributed_helpers import (
     start,
 )
 
-from robot_rl.app.collect import LearnerEnvConfig
-from robot_rl.app.run_settings import (
+from robot_rl.app.envs.collect import LearnerEnvConfig
+from robot_rl.app.training.run_settings import (
     RUN_SETTINGS_JSON,
     ActorEnvFlags,
     SettingsConflictError,

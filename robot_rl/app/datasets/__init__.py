@@ -1,0 +1,1 @@
+"""Zarr datasets: ``robot-rl dataset info|export|salvage`` (dataset)."""
