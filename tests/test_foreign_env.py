@@ -1,0 +1,142 @@
+"""ForeignEnv: envs we did not write, mapped to the learner's observation, actions and success
+(robot_rl.wrappers.foreign_env), on small envs whose spaces take the common shapes."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from robot_rl.core import keys
+from robot_rl.replay import ObsAdapter
+from robot_rl.wrappers.foreign_env import ForeignEnv, ForeignEnvError, ObsMapping, plan_mapping
+
+
+class ToyEnv(gym.Env):
+    """An env with a given observation and action space; obs are the space's samples, seeded."""
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space | None = None, info=None):
+        self.observation_space = obs_space
+        self.action_space = act_space or gym.spaces.Box(-2.0, 4.0, (3,), np.float32)
+        self.info = info if info is not None else {"is_success": False}
+        self.last_action = None
+        self.reward = 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        return self.observation_space.sample(), dict(self.info)
+
+    def step(self, action):
+        self.last_action = np.asarray(action)
+        return self.observation_space.sample(), self.reward, False, False, dict(self.info)
+
+
+def box(*shape, dtype=np.float32):
+    if dtype == np.uint8:
+        return gym.spaces.Box(0, 255, shape, np.uint8)
+    return gym.spaces.Box(-1.0, 1.0, shape, dtype)
+
+
+def test_a_flat_box_is_the_state_and_actions_map_from_minus_one_one_to_the_bounds() -> None:
+    inner = ToyEnv(box(5))
+    env = ForeignEnv(inner)
+    obs, info = env.reset(seed=0)
+    assert obs[keys.STATE].shape == (5,) and obs[keys.STATE].dtype == np.float32
+    assert info[keys.INFO_SUCCESS] is False
+    env.step(np.array([-1.0, 0.0, 1.0]))
+    np.testing.assert_allclose(inner.last_action, [-2.0, 1.0, 4.0])
+    env.step(np.array([-5.0, 0.5, 9.0]))  # clipped to [-1, 1] first: never past the bounds
+    np.testing.assert_allclose(inner.last_action, [-2.0, 2.5, 4.0])
+    with pytest.raises(ForeignEnvError, match="finite"):
+        env.step(np.array([np.nan, 0.0, 0.0]))
+    assert ObsAdapter(env.observation_space).layout.state_dim == 5
+
+
+def test_a_dict_with_nested_cameras_gives_state_and_resized_square_images() -> None:
+    space = gym.spaces.Dict(
+        {
+            "agent": gym.spaces.Dict({"qpos": box(7), "qvel": box(7)}),
+            "pixels": gym.spaces.Dict(
+                {"front": box(48, 64, 3, dtype=np.uint8), "wrist": box(32, 32, 4, dtype=np.uint8)}
+            ),
+            "mask": box(4, 4),  # 2-D, not an image: left out, with why
+            "mode": gym.spaces.Discrete(3),
+        }
+    )
+    env = ForeignEnv(ToyEnv(space), ObsMapping(image_size=16))
+    plan = env.plan.describe()
+    assert [p["path"] for p in plan["state"]] == ["agent.qpos", "agent.qvel"]
+    assert plan["cameras"] == {"front": "pixels.front", "wrist": "pixels.wrist"}
+    why = {p["path"]: p["why"] for p in plan["left_out"]}
+    assert "not an (H, W, 3) image" in why["mask"] and "Discrete" in why["mode"]
+    obs, _ = env.reset(seed=1)
+    assert obs[keys.STATE].shape == (14,)
+    assert obs[keys.IMAGES]["front"].shape == (16, 16, 3)
+    assert obs[keys.IMAGES]["wrist"].shape == (16, 16, 3)  # alpha dropped
+    layout = ObsAdapter(env.observation_space).layout
+    assert layout.state_dim == 14 and set(layout.images) == {"front", "wrist"}
+
+
+def test_a_goal_env_takes_observation_and_desired_goal() -> None:
+    space = gym.spaces.Dict(
+        {"observation": box(10), "achieved_goal": box(3), "desired_goal": box(3)}
+    )
+    env = ForeignEnv(ToyEnv(space))
+    assert [p for p, _ in env.plan.state] == ["desired_goal", "observation"]
+    assert env.plan.left_out[0][0] == "achieved_goal"
+    kept = ForeignEnv(ToyEnv(space), ObsMapping(state=("observation", "achieved_goal")))
+    assert kept.plan.state_dim == 13
+
+
+def test_success_from_the_info_key_the_named_key_or_the_reward() -> None:
+    inner = ToyEnv(box(2), info={"success": 1.0})
+    env = ForeignEnv(inner)
+    env.reset(seed=0)
+    assert env.step(np.zeros(3))[4][keys.INFO_SUCCESS] is True
+    inner = ToyEnv(box(2), info={"done_ok": 0})
+    env = ForeignEnv(inner, ObsMapping(success_key="done_ok"))
+    env.reset(seed=0)
+    assert env.step(np.zeros(3))[4][keys.INFO_SUCCESS] is False
+    inner = ToyEnv(box(2), info={})
+    env = ForeignEnv(inner, ObsMapping(success_reward_at=0.0))
+    env.reset(seed=0)
+    inner.reward = -1.0
+    assert env.step(np.zeros(3))[4][keys.INFO_SUCCESS] is False
+    inner.reward = 0.0
+    assert env.step(np.zeros(3))[4][keys.INFO_SUCCESS] is True
+    env = ForeignEnv(ToyEnv(box(2), info={}))
+    env.reset(seed=0)
+    with pytest.raises(ForeignEnvError, match="--success-key"):
+        env.step(np.zeros(3))
+
+
+@pytest.mark.parametrize(
+    "act, match",
+    [
+        (gym.spaces.Discrete(4), "not a Box"),
+        (gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), "unbounded"),
+        (gym.spaces.Box(-1, 1, (2, 2), np.float32), "not 1-D"),
+    ],
+)
+def test_action_spaces_the_learner_cannot_use_are_refused_saying_why(act, match) -> None:
+    with pytest.raises(ForeignEnvError, match=match):
+        plan_mapping(ToyEnv(box(3), act))
+
+
+def test_an_observation_with_nothing_usable_and_wrong_names_are_refused() -> None:
+    with pytest.raises(ForeignEnvError, match="nothing of the observation is usable"):
+        plan_mapping(ToyEnv(gym.spaces.Dict({"t": gym.spaces.Text(5)})))
+    with pytest.raises(ForeignEnvError, match="no part 'agent.qacc'.*agent.qpos"):
+        plan_mapping(
+            ToyEnv(gym.spaces.Dict({"agent": gym.spaces.Dict({"qpos": box(2)})})),
+            ObsMapping(state=("agent.qacc",)),
+        )
+    same = gym.spaces.Dict(
+        {"a": gym.spaces.Dict({"rgb": box(8, 8, 3, dtype=np.uint8)}),
+         "b": gym.spaces.Dict({"rgb": box(8, 8, 3, dtype=np.uint8)})}
+    )  # fmt: skip
+    with pytest.raises(ForeignEnvError, match="share a name"):
+        plan_mapping(ToyEnv(same))
+    env = ForeignEnv(ToyEnv(same), ObsMapping(cameras=("left=a.rgb", "right=b.rgb")))
+    assert dict(env.plan.cameras) == {"left": "a.rgb", "right": "b.rgb"}
