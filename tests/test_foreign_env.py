@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -140,3 +146,34 @@ def test_an_observation_with_nothing_usable_and_wrong_names_are_refused() -> Non
         plan_mapping(ToyEnv(same))
     env = ForeignEnv(ToyEnv(same), ObsMapping(cameras=("left=a.rgb", "right=b.rgb")))
     assert dict(env.plan.cameras) == {"left": "a.rgb", "right": "b.rgb"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """``robot-rl ARGS`` with this folder on PYTHONPATH (where toy_foreign_envs lives)."""
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa"))
+    return subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_envs_env_prints_the_mapping_of_a_registered_module_env_and_refuses_unknown_ids() -> None:
+    proc = _cli("envs", "--env", "toy_foreign_envs:ToyPointPixels-v0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["id"] == "ToyPointPixels-v0" and out["max_episode_steps"] == 30
+    assert out["mapping"]["cameras"] == {"top": "pixels.top"}
+    assert [p["path"] for p in out["mapping"]["state"]] == ["agent.pos"]
+    assert out["mapping"]["action_high"] == [0.05, 0.05]
+    proc = _cli("envs", "--env", "toy_foreign_envs:ToyPointGoal-v0", "--env-state", "nothing")
+    assert proc.returncode == 2 and "no part 'nothing'" in proc.stderr
+    proc = _cli("envs", "--env", "ToyPointGoal-v9")
+    assert proc.returncode == 2 and "not a registered gymnasium id" in proc.stderr
+    proc = _cli("envs", "--env", "no_such_module_here:Toy-v0")
+    assert proc.returncode == 2 and "cannot import module 'no_such_module_here'" in proc.stderr

@@ -127,6 +127,22 @@ def print_envs(result: dict) -> None:
     from rich.text import Text
 
     console = Console()
+    if "mapping" in result:  # --env: a foreign env's mapping
+        m = result["mapping"]
+        state = "\n".join(f"  {p['path']} ({p['size']})" for p in m["state"]) or "  none"
+        cams = "\n".join(f"  {k}: {v}" for k, v in m["cameras"].items()) or "  none"
+        left = "\n".join(f"  {p['path']}: {p['why']}" for p in m["left_out"]) or "  nothing"
+        body = (
+            f"max_episode_steps: {result['max_episode_steps']}\n"
+            f"state ({m['state_dim']} values), in order:\n{state}\n"
+            f"cameras (with --obs pixels):\n{cams}\n"
+            f"left out:\n{left}\n"
+            f"action: {m['action_dim']} values in [-1, 1] onto {m['action_low']} .. "
+            f"{m['action_high']}\n"
+            f"observation:\n{result['observation']}"
+        )
+        console.print(Panel(Text(body), title=result["env"], expand=False))
+        return
     for t in result["tasks"]:
         body = (
             f"{t['description']}\n\n"

@@ -98,8 +98,8 @@ class MappingPlan:
             "cameras": {name: p or "<observation>" for name, p in self.cameras},
             "left_out": [{"path": p, "why": why} for p, why in self.left_out],
             "action_dim": int(self.action_low.size),
-            "action_low": [float(v) for v in self.action_low],
-            "action_high": [float(v) for v in self.action_high],
+            "action_low": [float(f"{v:.6g}") for v in self.action_low],
+            "action_high": [float(f"{v:.6g}") for v in self.action_high],
         }
 
 

@@ -1,4 +1,6 @@
-"""``robot-rl envs``: list the registered tasks with their observation and action specs.
+"""``robot-rl envs``: list the registered tasks with their observation and action specs; with
+``--env ID``, how a gymnasium env we did not write maps to the learner
+(:mod:`robot_rl.app.envs.foreign`).
 
 Each task's env is built (not reset) with the given options (defaults: state-only, 7-dim
 action) so the specs printed are exactly what a policy sees.
@@ -26,8 +28,36 @@ class EnvsConfig:
     arm: str = DEFAULT_ARM
     """The twin's arm kind (fr3, ur5e, so101): the tasks it does, with their safety box and
     action scale in its size (docs/arms.md)."""
+    env: str | None = None
+    """A gymnasium env we did not write, ``ID`` or ``module:ID`` (the module imported first, so
+    that it registers): print how its observation, actions and success map to the learner's
+    (and what is left out, with why) instead of the twin's tasks."""
+    env_state: tuple[str, ...] | None = None
+    """--env: the observation parts (key paths, e.g. `agent.qpos`) that form the state vector,
+    in order (None: every numeric 0-D/1-D part; a goal env's observation and desired_goal)."""
+    env_cameras: tuple[str, ...] | None = None
+    """--env: the image parts used as cameras, `path` or `name=path` (None: every (H, W, 3)
+    uint8 part, named by its last key)."""
+    success_key: str | None = None
+    """--env: the info key read as success (None: is_success, else success)."""
+    success_reward_at: float | None = None
+    """--env without a success key: success is a reward at or above this."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
+
+    def foreign_setup(self):
+        """The :class:`robot_rl.app.envs.foreign.ForeignSetup` of ``--env`` (cameras shown)."""
+        from robot_rl.app.envs.foreign import ForeignSetup
+        from robot_rl.wrappers.foreign_env import ObsMapping
+
+        mapping = ObsMapping(
+            state=self.env_state,
+            cameras=self.env_cameras,
+            image_size=self.image_size,
+            success_key=self.success_key,
+            success_reward_at=self.success_reward_at,
+        )
+        return ForeignSetup(env=self.env, mapping=mapping, pixels=True)
 
 
 REWARDS = {
@@ -58,6 +88,11 @@ def list_envs(cfg: EnvsConfig) -> dict:
     from robot_rl.app.envs.build import EnvSetup, make_env_from_setup, task_names
     from sim.backend import ARM_TASKS, task_info
     from sim.twin_arms import TWIN_ARMS
+
+    if cfg.env is not None:
+        from robot_rl.app.envs.foreign import describe_foreign_env
+
+        return describe_foreign_env(cfg.foreign_setup())
 
     if cfg.arm not in TWIN_ARMS:
         raise ValueError(f"--arm {cfg.arm!r}: the twin has {sorted(TWIN_ARMS)}")
