@@ -167,7 +167,7 @@ def test_envs_env_prints_the_mapping_of_a_registered_module_env_and_refuses_unkn
     proc = _cli("envs", "--env", "toy_foreign_envs:ToyPointPixels-v0", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["id"] == "ToyPointPixels-v0" and out["max_episode_steps"] == 30
+    assert out["id"] == "ToyPointPixels-v0" and out["max_episode_steps"] == 20
     assert out["mapping"]["cameras"] == {"top": "pixels.top"}
     assert [p["path"] for p in out["mapping"]["state"]] == ["agent.pos"]
     assert out["mapping"]["action_high"] == [0.05, 0.05]
@@ -177,3 +177,36 @@ def test_envs_env_prints_the_mapping_of_a_registered_module_env_and_refuses_unkn
     assert proc.returncode == 2 and "not a registered gymnasium id" in proc.stderr
     proc = _cli("envs", "--env", "no_such_module_here:Toy-v0")
     assert proc.returncode == 2 and "cannot import module 'no_such_module_here'" in proc.stderr
+
+
+def test_collect_train_and_eval_a_foreign_env_from_the_command_line(tmp_path: Path) -> None:
+    """The user's path with a gymnasium env robot_rl did not write: demos from their scripted
+    policy (module:function, in the env's own units), training on the env's success as the
+    sparse reward, evaluation of the run; success rises from where it started."""
+    env = ["--env", "toy_foreign_envs:ToyPointGoal-v0", "--task-reward", "sparse"]
+    demos = tmp_path / "demos.zarr"
+    proc = _cli("collect", *env, "--policy", "toy_foreign_envs:goal_expert", "--episodes", "10",
+                "--out", str(demos), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["episodes_written"] == 10 and out["mean_return"] == 1.0  # success ends each
+    run = tmp_path / "run"
+    proc = _cli("train", *env, "--obs", "state", "--demos", str(demos), "--steps", "1000",
+                "--eval-every-steps", "250", "--run", str(run), "--no-progress",
+                "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["task"] == "toy_foreign_envs:ToyPointGoal-v0"
+    curve = [json.loads(s)["success_rate"] for s in (run / "eval.jsonl").read_text().splitlines()]
+    assert curve[0] <= 0.4 and max(curve) >= 0.8, curve
+    proc = _cli("eval", "--run", str(run), "--episodes", "10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["success_rate"] >= 0.6
+    # Demos of another env setting are refused, saying which setting differs.
+    proc = _cli("train", "--env", "toy_foreign_envs:ToyPointGoal-v0", "--obs", "state",
+                "--demos", str(demos), "--steps", "10", "--run", str(tmp_path / "r2"))  # fmt: skip
+    assert proc.returncode == 2 and "task_reward" in proc.stderr
+    proc = _cli("collect", *env, "--policy", "toy_foreign_envs:no_such_function", "--out",
+                str(tmp_path / "d2.zarr"))  # fmt: skip
+    assert proc.returncode == 2 and "cannot load it" in proc.stderr
+    proc = _cli("train", *env, "--gripper-discretize", "--run", str(tmp_path / "r3"))
+    assert proc.returncode == 2 and "--gripper-discretize" in proc.stderr

@@ -278,6 +278,18 @@ class ForeignEnv(gym.Wrapper):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self._mid = (self.plan.action_high + self.plan.action_low) / 2
         self._half = (self.plan.action_high - self.plan.action_low) / 2
+        self.raw_obs: Any = None
+        """The inner env's last observation as it gave it (what a scripted policy written for
+        the env reads)."""
+
+    def policy_action(self, env_action: Any) -> np.ndarray:
+        """An action in the env's own units -> the [-1, 1] action that :meth:`action` maps to
+        it (clipped to the bounds first): how a scripted policy's or a device's command enters
+        the learner's data."""
+        a = np.asarray(env_action, dtype=np.float64).reshape(-1)
+        if a.shape != self._mid.shape or not np.all(np.isfinite(a)):
+            raise ForeignEnvError(f"env action {a} must be {self._mid.size} finite values")
+        return np.clip((a - self._mid) / self._half, -1.0, 1.0).astype(np.float32)
 
     def observation(self, obs: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -328,12 +340,14 @@ class ForeignEnv(gym.Wrapper):
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
+        self.raw_obs = obs
         info = dict(info)
         info[keys.INFO_SUCCESS] = self._success(info, None)
         return self.observation(obs), info
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(self.action(action))
+        self.raw_obs = obs
         info = dict(info)
         info[keys.INFO_SUCCESS] = self._success(info, float(reward))
         return self.observation(obs), reward, terminated, truncated, info

@@ -136,6 +136,9 @@ class EnvSetup:
     """The twin's arm kind: fr3 (7-DoF, impedance control), ur5e (6-DoF, joint position
     control with IK at the bridge rate) or so101 (5-DoF hobby servos and a jaw; the tasks at
     0.4 of their size); docs/arms.md."""
+    foreign: Any = None
+    """A gymnasium env we did not write (:class:`robot_rl.app.envs.foreign.ForeignSetup`)
+    instead of the twin's task: the twin's settings above do not apply."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -268,6 +271,15 @@ def make_env_from_setup(
     With ``reward`` the twin no longer ends episodes on its own success
     (``terminate_on_success=False``): the learned reward's detector does.
     """
+    if setup.foreign is not None:
+        from robot_rl.app.envs.foreign import make_foreign_env
+
+        if reward is not None or extra_cameras:
+            raise ValueError(
+                "a learned reward and out-of-band cameras (videos) need the twin; with --env the "
+                "env's own success and reward are used"
+            )
+        return make_foreign_env(setup.foreign)
     env_cfg, sim_cfg = configs_for(setup, extra_cameras)
     if reward is not None:
         env_cfg = dataclasses.replace(env_cfg, terminate_on_success=False)

@@ -84,6 +84,20 @@ class LearnerEnvConfig:
     """The twin's arm kind: fr3 (the 7-DoF FR3-class arm, Cartesian impedance control) or ur5e
     (the 6-DoF UR5e-class arm, joint position control with IK at the bridge rate); the
     observation and actions are the same for every arm (docs/arms.md)."""
+    env: str | None = None
+    """A gymnasium env we did not write, `ID` or `module:ID` (the module imported first, so
+    that it registers), instead of the twin's --task; `robot-rl envs --env ID` shows how it
+    maps (docs/your_env.md)."""
+    env_state: tuple[str, ...] | None = None
+    """--env: the observation parts (key paths, e.g. `agent.qpos`) that form the state vector,
+    in order (None: every numeric 0-D/1-D part; a goal env's observation and desired_goal)."""
+    env_cameras: tuple[str, ...] | None = None
+    """--env with --obs pixels: the image parts used as cameras, `path` or `name=path` (None:
+    every (H, W, 3) uint8 part, named by its last key)."""
+    success_key: str | None = None
+    """--env: the info key read as success (None: is_success, else success)."""
+    success_reward_at: float | None = None
+    """--env without a success key: success is a reward at or above this."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
@@ -101,6 +115,18 @@ class LearnerEnvConfig:
             raise ValueError(
                 f"action_scale_m {self.action_scale_m} must be in (0, 0.1] metres per step"
             )
+        if self.env is not None:
+            twin_only = {
+                "--gripper-discretize": self.gripper_discretize,
+                "--previous-action": self.previous_action,
+                "--action-delay-ms": self.action_delay_ms > 0,
+                "--action-scale-m": self.action_scale_m is not None,
+                "--control-rotation": self.control_rotation,
+                "--gripper": self.gripper != "task",
+            }
+            given = [flag for flag, on in twin_only.items() if on]
+            if given:
+                raise ValueError(f"{', '.join(given)}: the twin's settings; with --env drop them")
 
     def fixed_gripper(self) -> float | None:
         """The gripper command the env holds (None: the policy commands the gripper)."""
@@ -111,9 +137,38 @@ class LearnerEnvConfig:
             return 1.0 if task_choice is None else task_choice
         return task_choice
 
+    @property
+    def name(self) -> str:
+        """What this env is called in reports: the --env id, else the twin's task."""
+        return self.env or self.task
+
+    def foreign_setup(self):
+        """The :class:`robot_rl.app.envs.foreign.ForeignSetup` of ``--env`` (None: the twin)."""
+        if self.env is None:
+            return None
+        from robot_rl.app.envs.foreign import ForeignSetup
+        from robot_rl.wrappers.foreign_env import ObsMapping
+
+        mapping = ObsMapping(
+            state=self.env_state,
+            cameras=self.env_cameras,
+            image_size=self.image_size,
+            success_key=self.success_key,
+            success_reward_at=self.success_reward_at,
+        )
+        return ForeignSetup(
+            env=self.env,
+            mapping=mapping,
+            pixels=self.obs == "pixels",
+            max_episode_steps=self.max_episode_steps,
+            success_reward=self.task_reward == "sparse",
+        )
+
     def env_setup(self) -> EnvSetup:
         """The :class:`EnvSetup` of this env (FlattenState on; cameras only for pixels; the
-        task's object state only for state)."""
+        task's object state only for state; ``--env``: the foreign env instead)."""
+        if self.env is not None:
+            return EnvSetup(max_episode_steps=self.max_episode_steps, foreign=self.foreign_setup())
         check_task(self.task)
         return EnvSetup(
             task=self.task,
@@ -156,6 +211,10 @@ class LearnerEnvConfig:
             for k, v in self.to_json().items()
             if k not in ("max_episode_steps", "action_delay_ms", "gripper_discretize")
         }
+        if self.env is not None:  # the twin's task and settings do not shape this data
+            for k in ("task", "arm", "gripper", "action_scale_m", "control_rotation"):
+                out.pop(k, None)
+            return out
         out["gripper"] = self.fixed_gripper() if self.task in TASKS else self.gripper
         out["action_scale_m"] = self.action_scale_m or (
             TASKS[self.task].action_scale_m if self.task in TASKS else None
@@ -223,8 +282,10 @@ class CollectConfig:
     """The env to record (must match training's)."""
     out: Path = Path("demos.zarr")
     """The zarr dataset to write."""
-    policy: Literal["scripted", "random", "zero"] = "scripted"
-    """Who acts: the task's scripted expert, uniform random, or zero."""
+    policy: str = "scripted"
+    """Who acts: scripted (the twin task's expert), random (uniform), zero, or module:function
+    (a scripted policy for an --env: function(observation, info) -> action in the env's own
+    units, on the env's own observation)."""
     episodes: int = 10
     """Number of episodes to write."""
     seed: int = 2_000_000
@@ -239,6 +300,9 @@ class CollectConfig:
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        from robot_rl.app.envs.policies import check_policy_name
+
+        check_policy_name(self.policy)
 
 
 def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
@@ -304,7 +368,8 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
         backend.close()
     return {
         "out": str(out),
-        "task": cfg.env.task,
+        "task": cfg.env.task if cfg.env.env is None else None,
+        "env": cfg.env.env,
         "obs": cfg.env.obs,
         "policy": cfg.policy,
         "episodes_written": written,

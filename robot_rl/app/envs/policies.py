@@ -4,12 +4,27 @@ rollout`` and ``robot-rl collect`` choose one by name (:func:`make_policy`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+import importlib
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 
-PolicyName = Literal["scripted", "random", "zero"]
+PolicyName = str
+"""``scripted`` (the twin task's expert), ``random``, ``zero``, or ``module:function``: a
+scripted policy for a foreign env (:class:`FunctionPolicy`)."""
+BUILTIN_POLICIES = ("scripted", "random", "zero")
+
+
+def check_policy_name(name: str) -> None:
+    """Raise ValueError unless ``name`` is a built-in policy or ``module:function``."""
+    module, sep, function = name.partition(":")
+    if name not in BUILTIN_POLICIES and not (sep and module and function):
+        raise ValueError(
+            f"--policy {name!r}: choose {', '.join(BUILTIN_POLICIES)} or module:function (a "
+            "scripted policy for an --env: function(observation, info) -> action in the env's "
+            "own units)"
+        )
 
 
 class Policy(Protocol):
@@ -71,8 +86,47 @@ class ZeroPolicy:
         return self._zero.copy()
 
 
+class FunctionPolicy:
+    """A scripted policy written for a foreign env: ``function(observation, info)`` with the
+    env's own observation (not the learner's mapping of it) returns an action in the env's own
+    units, which enters the data as the learner's [-1, 1] action
+    (:meth:`robot_rl.wrappers.foreign_env.ForeignEnv.policy_action`)."""
+
+    def __init__(self, function, env: gym.Env, name: str) -> None:
+        from robot_rl.wrappers.foreign_env import ForeignEnv
+
+        inner = env
+        while not isinstance(inner, ForeignEnv):
+            if not hasattr(inner, "env"):
+                raise ValueError(f"--policy {name}: a module:function policy needs an --env")
+            inner = inner.env
+        self._foreign = inner
+        self._function = function
+
+    def reset(self, rng: np.random.Generator) -> None:
+        pass
+
+    def act(self, obs: Any, info: dict) -> np.ndarray:
+        return self._foreign.policy_action(self._function(self._foreign.raw_obs, info))
+
+
+def load_function(spec: str):
+    """``module:function`` -> the function (its module imported)."""
+    module, _, function = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--policy {spec!r}: cannot load it ({e})") from e
+    if not callable(fn):
+        raise ValueError(f"--policy {spec!r} is not callable")
+    return fn
+
+
 def make_policy(name: PolicyName, env: gym.Env, backend) -> Policy:
     """The policy called ``name`` for ``env`` (``backend`` provides the scripted expert)."""
+    check_policy_name(name)
+    if ":" in name:
+        return FunctionPolicy(load_function(name), env, name)
     if name == "scripted":
         return ExpertPolicy(backend.make_expert(), env)
     if name == "random":

@@ -246,7 +246,7 @@ def run_learner(cmd: LearnerCmdConfig) -> dict:
             policy_settings(agent.sac, cmd),
             demos=_learner_demos(cmd, layout, action_dim, agent.features),
             resume=cmd.resume,
-            run_meta={"cli": _redacted(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
+            run_meta={"cli": _redacted(cmd), "task": cmd.env.name, "obs": cmd.env.obs},
             eval_env=eval_env,
             device=cmd.device,
         )

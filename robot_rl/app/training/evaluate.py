@@ -263,7 +263,7 @@ def _to_agent(adapter: Any, state: Any) -> Any:
 def _result_head(cfg: EvalCmdConfig, cmd: Any, restored: Any) -> dict:
     """What an evaluation result says of the run and the checkpoint it evaluated."""
     return {
-        "task": cmd.env.task,
+        "task": cmd.env.name,
         "obs": cmd.env.obs,
         "run": str(cfg.run),
         "checkpoint": str(restored.path),

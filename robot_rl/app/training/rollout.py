@@ -63,6 +63,8 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.policy not in ("scripted", "random", "zero"):
+            raise ValueError(f"--policy {self.policy!r}: choose scripted, random or zero")
         if self.video_episodes < 1:
             raise ValueError(f"video_episodes must be >= 1, got {self.video_episodes}")
         if self.video is not None and self.video.suffix.lower() != ".mp4":

@@ -113,7 +113,7 @@ def build_trainer(cmd: TrainCmdConfig) -> tuple[Any, TrainCmdConfig, list[Any]]:
             cmd.run,
             demos=demos,
             resume=cmd.resume,
-            run_meta={"cli": to_json(cmd), "task": cmd.env.task, "obs": cmd.env.obs},
+            run_meta={"cli": to_json(cmd), "task": cmd.env.name, "obs": cmd.env.obs},
             device=cmd.device,
             intervention=envs.intervention,
             eval_between_episodes=envs.ros is not None,
@@ -135,7 +135,7 @@ def run_train(cmd: TrainCmdConfig) -> dict:
             c.close()
     out = dataclasses.asdict(result)
     out.update(
-        task=cmd.env.task,
+        task=cmd.env.name,
         obs=cmd.env.obs,
         demo_transitions=0 if trainer.demos is None else len(trainer.demos),
         human=cmd.human,
