@@ -26,10 +26,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
+import tyro
 
 from robot_rl.core.config import EnvConfig
 from robot_rl.core.protocols import Camera, Task
@@ -136,7 +137,7 @@ class EnvSetup:
     """The twin's arm kind: fr3 (7-DoF, impedance control), ur5e (6-DoF, joint position
     control with IK at the bridge rate) or so101 (5-DoF hobby servos and a jaw; the tasks at
     0.4 of their size); docs/arms.md."""
-    foreign: Any = None
+    foreign: Annotated[Any, tyro.conf.Suppress] = None
     """A gymnasium env we did not write (:class:`robot_rl.app.envs.foreign.ForeignSetup`)
     instead of the twin's task: the twin's settings above do not apply."""
 
