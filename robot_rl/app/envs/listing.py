@@ -47,17 +47,17 @@ class EnvsConfig:
 
     def foreign_setup(self):
         """The :class:`robot_rl.app.envs.foreign.ForeignSetup` of ``--env`` (cameras shown)."""
-        from robot_rl.app.envs.foreign import ForeignSetup
-        from robot_rl.wrappers.foreign_env import ObsMapping
+        from robot_rl.app.envs.collect import LearnerEnvConfig
 
-        mapping = ObsMapping(
-            state=self.env_state,
-            cameras=self.env_cameras,
+        return LearnerEnvConfig(
+            env=self.env,
+            obs="pixels",
             image_size=self.image_size,
+            env_state=self.env_state,
+            env_cameras=self.env_cameras,
             success_key=self.success_key,
             success_reward_at=self.success_reward_at,
-        )
-        return ForeignSetup(env=self.env, mapping=mapping, pixels=True)
+        ).foreign_setup()
 
 
 REWARDS = {
