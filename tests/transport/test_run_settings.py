@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from distributed_helpers import (
@@ -208,6 +210,40 @@ def test_actor_without_task_builds_the_learners_env(tmp_path):
         assert a1["settings_from"] == "cache" and a1["env_steps"] == 40, a1
         assert a1["settings"]["task"] == "reach"
         assert "[a1] settings cached in" in (tmp_path / "a1.err").read_text()
+    finally:
+        for p in procs:
+            _kill(p)
+
+
+def test_a_learner_on_a_foreign_env_serves_it_to_its_actors(tmp_path):
+    """`robot-rl learner --env module:ID`: the actor, told nothing but the learner's address,
+    builds the same foreign env (the module imported on its side too) and streams to it; an
+    actor stating another --env is refused naming both."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    path = {"PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    env = "toy_foreign_envs:ToyPointGoal-v0"
+    run = tmp_path / "learner"
+    learner = start(
+        tmp_path, "learner", "learner", "--run", str(run), "--env", env, "--obs", "state",
+        "--bind", "127.0.0.1:0", "--eval-episodes", "0", "--steps", "100000", "--no-progress",
+        **path,
+    )  # fmt: skip
+    procs = [learner]
+    try:
+        address = learner_address(run)
+        common = ("--learner", address, "--control-hz", "50", "--no-progress", "--json")
+        good = start(tmp_path, "a1", "actor", "--run", str(tmp_path / "a1"), "--steps", "30",
+                     *common, **path)  # fmt: skip
+        bad = start(tmp_path, "bad", "actor", "--run", str(tmp_path / "bad"), "--env",
+                    "toy_foreign_envs:ToyPointPixels-v0", *common, **path)  # fmt: skip
+        procs += [good, bad]
+        assert finish(bad, STARTUP_S) == 2
+        assert "ToyPointPixels-v0" in (tmp_path / "bad.err").read_text()
+        assert finish(good, STARTUP_S) == 0, (tmp_path / "a1.err").read_text()[-3000:]
+        a1 = last_json(tmp_path, "a1")
+        assert a1["settings"]["env"] == env and a1["settings_from"] == "learner"
+        assert a1["acked_through"] == a1["logged_transitions"] - 1 >= 29
+        assert_same_rows(tmp_path / "a1" / "log.zarr", run / "actors" / "a1" / "log.zarr")
     finally:
         for p in procs:
             _kill(p)

@@ -82,6 +82,8 @@ class ActorEnvFlags:
     """The gripper output read as close / open / keep (dead band +-0.5)."""
     arm: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
     """The twin's arm kind (fr3, ur5e)."""
+    env: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
+    """A gymnasium env we did not write (`ID` or `module:ID`) instead of the twin's task."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -124,7 +126,7 @@ def resolved(env: LearnerEnvConfig) -> dict[str, Any]:
     the held gripper command (None: the policy's), the action scale, the episode limit, the
     action delay, the gripper's discretisation."""
     out = env.data_settings()
-    info = TASKS.get(env.task)
+    info = TASKS.get(env.task) if env.env is None else None
     out["max_episode_steps"] = env.max_episode_steps or (info and info.max_episode_steps)
     out["action_delay_ms"] = env.action_delay_ms
     out["gripper_discretize"] = env.gripper_discretize
@@ -135,6 +137,13 @@ def describe(env: LearnerEnvConfig) -> str:
     """One line of ``env``'s settings (cameras and image size only for pixels, the action delay
     and the previous action only when there are)."""
     r = resolved(env)
+    if env.env is not None:  # a foreign env: the twin's settings do not apply
+        parts = [f"env={env.env}", f"obs={env.obs}", f"task_reward={env.task_reward}"]
+        if env.obs == "pixels":
+            parts.append(f"image_size={env.image_size}")
+        if env.max_episode_steps:
+            parts.append(f"max_episode_steps={env.max_episode_steps}")
+        return " ".join(parts)
     parts = [f"task={env.task}", f"obs={env.obs}"]
     if env.obs == "pixels":
         parts += [f"cameras={','.join(env.cameras)}", f"image_size={env.image_size}"]
