@@ -84,6 +84,14 @@ class ActorEnvFlags:
     """The twin's arm kind (fr3, ur5e)."""
     env: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
     """A gymnasium env we did not write (`ID` or `module:ID`) instead of the twin's task."""
+    env_state: Annotated[DisallowNone[tuple[str, ...] | None], _FROM_LEARNER] = None
+    """--env: the observation parts that form the state vector, in order."""
+    env_cameras: Annotated[DisallowNone[tuple[str, ...] | None], _FROM_LEARNER] = None
+    """--env: the image parts used as cameras (`path` or `name=path`)."""
+    success_key: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
+    """--env: the info key read as success."""
+    success_reward_at: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
+    """--env without a success key: success is a reward at or above this."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
