@@ -210,3 +210,16 @@ def test_collect_train_and_eval_a_foreign_env_from_the_command_line(tmp_path: Pa
     assert proc.returncode == 2 and "cannot load it" in proc.stderr
     proc = _cli("train", *env, "--gripper-discretize", "--run", str(tmp_path / "r3"))
     assert proc.returncode == 2 and "--gripper-discretize" in proc.stderr
+
+
+def test_rollout_runs_a_scripted_policy_written_for_a_foreign_env() -> None:
+    env = ("--env", "toy_foreign_envs:ToyPointGoal-v0")
+    proc = _cli("rollout", *env, "--policy", "toy_foreign_envs:goal_expert", "--episodes", "5",
+                "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["task"] == "toy_foreign_envs:ToyPointGoal-v0" and out["success_rate"] == 1.0
+    proc = _cli("rollout", *env, "--policy", "random", "--episodes", "5", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["success_rate"] < 1.0
+    proc = _cli("rollout", *env, "--video", "x.mp4")
+    assert proc.returncode == 2 and "without video" in proc.stderr

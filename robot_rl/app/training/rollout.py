@@ -45,8 +45,13 @@ class RolloutConfig:
     """With --setup: start the setup's nodes here (else they must run, e.g. `robot-rl up`)."""
     log_dir: Path | None = None
     """With --launch: node logs of what is started here (default runs/up/<setup>-<time>)."""
+    gym_env: Annotated[str | None, tyro.conf.arg(name="env")] = None
+    """A gymnasium env we did not write, `ID` or `module:ID`, instead of the twin's --task
+    (its observation mapped automatically: `robot-rl envs --env ID` shows how)."""
     policy: PolicyName = "scripted"
-    """scripted (the task's expert), random (uniform in the action space) or zero (no motion)."""
+    """scripted (the task's expert), random (uniform in the action space), zero (no motion), or
+    module:function with --env (a scripted policy written for that env: function(observation,
+    info) -> action in the env's own units)."""
     episodes: int = 10
     """Number of episodes."""
     seed: int = 0
@@ -63,8 +68,11 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.policy not in ("scripted", "random", "zero"):
-            raise ValueError(f"--policy {self.policy!r}: choose scripted, random or zero")
+        from robot_rl.app.envs.policies import check_policy_name
+
+        check_policy_name(self.policy)
+        if self.gym_env is not None and (self.setup is not None or self.video is not None):
+            raise ValueError("--env runs the env in process without video: drop --setup/--video")
         if self.video_episodes < 1:
             raise ValueError(f"video_episodes must be >= 1, got {self.video_episodes}")
         if self.video is not None and self.video.suffix.lower() != ".mp4":
@@ -116,6 +124,11 @@ def build(cfg: RolloutConfig) -> tuple[gym.Env, Any]:
             backend.close()
             raise ValueError(f"video cameras {missing} are not in the setup {cfg.setup}")
         return env, backend
+    if cfg.gym_env is not None:
+        from robot_rl.app.envs.collect import LearnerEnvConfig
+
+        lenv = LearnerEnvConfig(env=cfg.gym_env, max_episode_steps=cfg.env.max_episode_steps)
+        return make_env_from_setup(lenv.env_setup())
     video_cams = cfg.video_cameras if cfg.video is not None else ()
     return make_env_from_setup(cfg.env, extra_cameras=video_cams)
 
@@ -136,7 +149,7 @@ def run_rollout(
     video_cam_objs = [cams[n] for n in video_cams]
     obs_cams = cfg.env.cameras if cfg.setup is None else tuple(cams)
     out_of_band = [c for c in video_cam_objs if c.name not in obs_cams]
-    task = cfg.env.task if cfg.setup is None else backend.setup.task
+    task = (cfg.gym_env or cfg.env.task) if cfg.setup is None else backend.setup.task
     policy = make_policy(cfg.policy, env, backend)
     writer = None
     if cfg.video is not None:
@@ -212,7 +225,7 @@ def _summary(
     returns = np.array([s.episode_return for s in stats])
     lengths = np.array([s.length for s in stats])
     return {
-        "task": cfg.env.task,
+        "task": cfg.gym_env or cfg.env.task,
         "policy": cfg.policy,
         "episodes": len(stats),
         "seed": cfg.seed,
