@@ -475,3 +475,114 @@ def test_aggregated_stats_equal_the_stats_of_all_frames():
     st = lst.image_stats(frames)
     assert st["mean"].shape == (3, 1, 1) and st["count"].tolist() == [3]
     assert np.allclose(st["mean"][:, 0, 0], frames.reshape(-1, 3).mean(0) / 255)
+
+
+# -- import ------------------------------------------------------------------------------------
+
+
+def test_import_of_an_export_gives_back_its_frames_and_actions(exported, pixels, tmp_path):
+    """LeRobot v3.0 -> zarr: our own export comes back with the same actions, states, rewards,
+    intervention flags and successes, and every camera frame at its step (lossy video: close,
+    and closer to its own step than to any other)."""
+    back = tmp_path / "back.zarr"
+    proc = robot_rl("dataset", "import", str(exported), "--out", str(back), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["codebase_version"] == "v3.0" and out["action_norm"] == "none"
+    assert out["mapping"]["cameras"] == {
+        "front": "observation.images.front",
+        "wrist": "observation.images.wrist",
+    }
+    src, got = _episodes(pixels), _episodes(back)
+    assert len(got) == len(src) == 4
+    for a, b in zip(src, got, strict=True):
+        n = a["meta"].length
+        assert b["meta"].length == n and b["meta"].success == a["meta"].success
+        np.testing.assert_array_equal(b["action"], a["action"])
+        np.testing.assert_array_equal(b["intervened"], a["intervened"])
+        np.testing.assert_allclose(b["reward"], a["reward"], rtol=1e-6)
+        np.testing.assert_allclose(b["obs"]["state"][:n], a["obs"]["state"][:n], rtol=1e-6)
+        for cam in ("front", "wrist"):
+            A = a["obs"]["images"][cam][:n].astype(float)
+            B = b["obs"]["images"][cam][:n].astype(float)
+            assert np.abs(A - B).mean() < 8
+            own = np.abs(A[1:] - B[1:]).mean()
+            assert own < np.abs(A[1:] - B[:-1]).mean() and own < np.abs(A[:-1] - B[1:]).mean()
+    shown = robot_rl("dataset", "import", str(exported), "--out", str(tmp_path / "again.zarr"))
+    assert shown.returncode == 0 and "front <- observation.images.front" in shown.stdout
+
+
+def _write_v21(root: Path, episodes: int = 2, n: int = 5) -> None:
+    """A LeRobot v2.1 dataset written here by hand: one parquet file per episode, joint-space
+    actions in degrees, an extra environment state and a language column, no videos."""
+    feats = {
+        "observation.state": {"dtype": "float32", "shape": [3], "names": ["a", "b", "c"]},
+        "observation.environment_state": {"dtype": "float32", "shape": [2], "names": None},
+        "action": {"dtype": "float32", "shape": [2], "names": ["j1", "j2"]},
+        "next.done": {"dtype": "bool", "shape": [1], "names": None},
+        "language": {"dtype": "string", "shape": [1], "names": None},
+        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+        "index": {"dtype": "int64", "shape": [1], "names": None},
+        "task_index": {"dtype": "int64", "shape": [1], "names": None},
+    }
+    path = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+    info = {"codebase_version": "v2.1", "fps": 30, "features": feats, "chunks_size": 1000,
+            "total_episodes": episodes, "data_path": path}  # fmt: skip
+    (root / "meta").mkdir(parents=True)
+    (root / "meta" / "info.json").write_text(json.dumps(info))
+    (root / "data" / "chunk-000").mkdir(parents=True)
+    for ep in range(episodes):
+        t = np.arange(n)
+        df = pd.DataFrame({
+            "observation.state": [np.array([ep, k, 1.0], np.float32) for k in t],
+            "observation.environment_state": [np.array([k, -k], np.float32) for k in t],
+            "action": [np.array([-90.0 + 45 * k, 10.0 * ep], np.float32) for k in t],
+            "next.done": t == n - 1,
+            "language": ["pick"] * n,
+            "timestamp": (t / 30).astype(np.float32),
+            "frame_index": t, "episode_index": np.full(n, ep), "index": ep * n + t,
+            "task_index": np.zeros(n, np.int64),
+        })  # fmt: skip
+        df.to_parquet(root / "data" / "chunk-000" / f"episode_{ep:06d}.parquet")
+
+
+def test_import_of_a_v21_dataset_maps_and_scales_what_it_is_told(tmp_path):
+    src = tmp_path / "v21"
+    _write_v21(src)
+    out = tmp_path / "v21.zarr"
+    proc = robot_rl("dataset", "import", str(src), "--out", str(out), "--state",
+                    "observation.state", "observation.environment_state", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["codebase_version"] == "v2.1" and res["episodes"] == 2 and res["frames"] == 10
+    assert res["action_norm"] == "minmax"  # degrees: outside [-1, 1]
+    left = {x["feature"]: x["why"] for x in res["mapping"]["left_out"]}
+    assert "not numbers" in left["language"]
+    log = EpisodeLog.open(out)
+    eps = [log.read_episode(i) for i in range(2)]
+    np.testing.assert_allclose(eps[1]["obs"]["state"][2], [1, 2, 1, 2, -2])
+    imp = log.meta["lerobot_import"]
+    low, high = np.array(imp["action_low"]), np.array(imp["action_high"])
+    np.testing.assert_allclose(low, [-90, 0]) and np.testing.assert_allclose(high, [90, 10])
+    a = eps[0]["action"]
+    assert a.min() >= -1 and a.max() <= 1
+    back = low + (a + 1) / 2 * (high - low)
+    np.testing.assert_allclose(back, [[-90 + 45 * k, 0] for k in range(5)], atol=1e-4)
+    assert eps[0]["terminated"].tolist() == [False] * 4 + [True]
+
+
+def test_import_refuses_what_it_cannot_read_saying_why(tmp_path, state):
+    proc = robot_rl("dataset", "import", str(state), "--out", str(tmp_path / "x.zarr"))
+    assert proc.returncode == 2 and "no meta/info.json" in proc.stderr
+    src = tmp_path / "v21"
+    _write_v21(src)
+    proc = robot_rl("dataset", "import", str(src), "--out", str(tmp_path / "y.zarr"), "--state",
+                    "observation.qpos")  # fmt: skip
+    assert proc.returncode == 2 and "'observation.qpos' is not a feature" in proc.stderr
+    assert "observation.environment_state" in proc.stderr and not (tmp_path / "y.zarr").exists()
+    info = json.loads((src / "meta" / "info.json").read_text())
+    (src / "meta" / "info.json").write_text(json.dumps({**info, "codebase_version": "v1.6"}))
+    proc = robot_rl("dataset", "import", str(src), "--out", str(tmp_path / "z.zarr"))
+    assert proc.returncode == 2 and "codebase_version 'v1.6'" in proc.stderr

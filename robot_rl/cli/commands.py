@@ -12,6 +12,7 @@ from robot_rl.app.arms.arm_calibrate import ArmCalibrateConfig
 from robot_rl.app.arms.arm_check import ArmCheckConfig
 from robot_rl.app.datasets.dataset import (
     DatasetExportConfig,
+    DatasetImportConfig,
     DatasetInfoConfig,
     DatasetSalvageConfig,
 )
@@ -25,14 +26,16 @@ from robot_rl.app.rewards.reward import (
 DatasetCmd = Union[  # noqa: UP007 - tyro reads the subcommand names off this Union
     Annotated[DatasetInfoConfig, tyro.conf.subcommand("info")],
     Annotated[DatasetExportConfig, tyro.conf.subcommand("export")],
+    Annotated[DatasetImportConfig, tyro.conf.subcommand("import")],
     Annotated[DatasetSalvageConfig, tyro.conf.subcommand("salvage")],
 ]
 
 
 def dataset_command(
     cmd: Annotated[DatasetCmd, tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes],
-) -> DatasetInfoConfig | DatasetExportConfig:
-    """Summarise a dataset (info) or export it to the LeRobot format (export)."""
+) -> DatasetInfoConfig | DatasetExportConfig | DatasetImportConfig:
+    """Summarise a dataset (info), export it to the LeRobot format (export), import a LeRobot
+    dataset (import), or salvage a damaged one (salvage)."""
     # tyro shows a subcommand's docstring as its summary; a bare Union has only typing.Union's,
     # so `robot-rl dataset` goes through this function, which returns the parsed config as is.
     return cmd

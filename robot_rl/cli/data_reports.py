@@ -154,3 +154,18 @@ def print_reward_eval(result: dict[str, Any]) -> None:
         f"{'n/a' if r['mean_latency_steps'] is None else format(r['mean_latency_steps'], '.1f')}"
         " steps"
     )
+
+
+def print_dataset_import(result: dict) -> None:
+    """What ``dataset import`` read and how it mapped the features."""
+    m = result["mapping"]
+    print(
+        f"imported {result['episodes']} episodes ({result['frames']} frames, "
+        f"{result['fps']:g} fps, LeRobot {result['codebase_version']}) from {result['source']} "
+        f"into {result['out']}"
+    )
+    print("  state: " + (", ".join(f"{s['feature']} ({s['size']})" for s in m["state"]) or "none"))
+    print("  cameras: " + (", ".join(f"{k} <- {v}" for k, v in m["cameras"].items()) or "none"))
+    print(f"  action: {m['action']['feature']} ({m['action']['size']}), {result['action_norm']}")
+    for lo in m["left_out"]:
+        print(f"  left out: {lo['feature']}: {lo['why']}")

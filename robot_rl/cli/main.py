@@ -162,6 +162,7 @@ def _run(cfg: Any) -> int:
             dataset_cmd.run_export,
             dr.print_dataset_export,
         ),
+        (dataset_cmd.DatasetImportConfig, dataset_cmd.run_import, dr.print_dataset_import),
         (
             dataset_cmd.DatasetSalvageConfig,
             dataset_cmd.run_salvage,

@@ -1,8 +1,10 @@
-"""``robot-rl dataset info|export|salvage``: summarise a zarr dataset, export it to LeRobot
-v3.0, or copy what is still good out of a damaged one.
+"""``robot-rl dataset info|export|import|salvage``: summarise a zarr dataset, export it to
+LeRobot v3.0, import a LeRobot dataset (v2.1, v3.0; :mod:`robot_rl.dataset.lerobot_import`), or
+copy what is still good out of a damaged one.
 
     robot-rl dataset info demos.zarr [--json]
     robot-rl dataset salvage demos.zarr --out demos_fixed.zarr [--json]
+    robot-rl dataset import lerobot_dir --out demos.zarr [--state observation.state]
     robot-rl dataset export demos.zarr --format lerobot --out lerobot_demos [--fps 10]
         [--task-text "pick up the cube"] [--repo-id local/pick_cube]
 
@@ -86,6 +88,51 @@ class DatasetSalvageConfig:
     """New dataset to write (must not exist)."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
+
+
+@dataclass(frozen=True)
+class DatasetImportConfig:
+    """Import a LeRobot dataset directory (v2.1 or v3.0) into a zarr dataset."""
+
+    path: tyro.conf.Positional[Path]
+    """The LeRobot dataset directory (meta/info.json, data/, videos/)."""
+    out: Path
+    """New zarr dataset to write (must not exist)."""
+    state: tuple[str, ...] | None = None
+    """Features that form the state vector, in order (None: observation.state)."""
+    cameras: tuple[str, ...] | None = None
+    """Camera features, `feature` or `name=feature` (None: every observation.images.*, named
+    by its suffix)."""
+    action: str = "action"
+    """The action feature."""
+    action_norm: Literal["auto", "none", "minmax"] = "auto"
+    """How actions enter the policy's [-1, 1]: none (already there), minmax (scaled from the
+    dataset's per-dimension min / max, stored in the log's metadata), auto (none when every
+    action is in [-1, 1], else minmax)."""
+    json: bool = False
+    """Print exactly one JSON object on stdout."""
+
+
+def run_import(cfg: DatasetImportConfig, progress: bool = True) -> dict:
+    """Import ``cfg.path`` into ``cfg.out``; returns the mapping used and the counts.
+
+    Raises:
+        ValueError: The dataset or the mapping cannot be used, or the export extra (pyarrow,
+            pandas) is missing.
+    """
+    from robot_rl.dataset.lerobot_import import ImportMapping, import_lerobot
+
+    mapping = ImportMapping(
+        state=cfg.state, cameras=cfg.cameras, action=cfg.action, action_norm=cfg.action_norm
+    )
+
+    def report(done: int, total: int) -> None:
+        print(f"import: episode {done}/{total}", file=sys.stderr)
+
+    try:
+        return import_lerobot(cfg.path, cfg.out, mapping, progress=report if progress else None)
+    except ImportError as e:
+        raise ValueError(str(e)) from e
 
 
 def run_info(cfg: DatasetInfoConfig) -> dict:
