@@ -189,6 +189,7 @@ def build_mjcf(
     motors_xml: str | None = None,
     gripper: GripperMjcf | None = None,
     front_camera: tuple[Sequence[float], Sequence[float]] | None = None,
+    noslip_iterations: int = 0,
 ) -> str:
     """The complete scene MJCF.
 
@@ -203,6 +204,8 @@ def build_mjcf(
         gripper: The gripper's scene-level MJCF (:mod:`sim.gripper`); None: the parallel hand's.
         front_camera: ``(position, look-at point)`` of camera ``front``, metres; None:
             :data:`FRONT_CAMERA_POS_M` looking at :data:`FRONT_CAMERA_TARGET_M`.
+        noslip_iterations: MuJoCo's noslip solver passes (0: off): removes the slow creep of
+            soft contacts where a grip must hold by friction alone.
     """
     cat = lambda field: "\n".join(getattr(f, field) for f in fragments)  # noqa: E731
     tx = 0.5 * (TABLE_X_RANGE_M[0] + TABLE_X_RANGE_M[1])
@@ -216,7 +219,7 @@ def build_mjcf(
 <mujoco model="fr3_twin">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{1.0 / sim_hz:.9g}" integrator="implicitfast" cone="elliptic"
-          impratio="5"/>
+          impratio="5" noslip_iterations="{int(noslip_iterations)}"/>
   <visual>
     <global offwidth="{offscreen_width}" offheight="{offscreen_height}"/>
     <quality shadowsize="0" offsamples="0"/>

@@ -84,6 +84,7 @@ class SimWorld:
             motors_xml=arm.motors_xml,
             gripper=arm.gripper_mjcf,
             front_camera=arm.front_camera,
+            noslip_iterations=arm.noslip_iterations,
         )
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
