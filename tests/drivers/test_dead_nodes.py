@@ -61,10 +61,10 @@ def _rollout(tmp_path: Path, setup: Path, domain: int, episodes: int) -> subproc
     env = ros_env(domain, extra={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
     env["PYTHONPATH"] = str(REPO)
     args = ["rollout", "--setup", str(setup), "--launch", "--policy", "zero", "--json"]
-    args += ["--log-dir", str(tmp_path / "nodes")]  # where _up_json reads the nodes' state
+    args += ["--log-dir", "nodes"]  # under cwd: where _up_json reads the nodes' state
     return subprocess.Popen(
         [sys.executable, "-m", "robot_rl.cli.main", *args, "--episodes", str(episodes)],
-        cwd=tmp_path,
+        cwd=tmp_path,  # the node logs go to nodes/ under it
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -119,10 +119,9 @@ def test_rollout_reports_a_twin_killed_mid_run(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    log = next(tmp_path.glob("runs/up/*/twin.log"))
     assert code == EXIT_NODE_DIED, err
     head = "robot-rl: error: required node 'twin' died: killed by SIGKILL (restart policy never); "
-    assert f"{head}log: runs/up/{log.parent.name}/twin.log\n" in err, err
+    assert f"{head}log: nodes/twin.log\n" in err, err
     assert "twin ready: task=reach mode=lockstep" in err  # the log's last lines
     assert "Traceback" not in err, err
     assert _up_json(tmp_path)["nodes"][0]["last_exit"] == -signal.SIGKILL
