@@ -216,3 +216,16 @@ def test_learner_and_actor_options_pass_through_as_one_quoted_string() -> None:
     assert RehearseConfig(learner_args=("--utd", "2")).learner_args == ("--utd", "2")
     with pytest.raises(ValueError, match="closing quotation"):
         RehearseConfig(learner_args=("--run 'unclosed",))
+
+
+def test_the_classifier_cameras_are_some_of_the_setups() -> None:
+    import tyro
+
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig
+
+    cfg = tyro.cli(RehearseConfig, args=["--reward-cameras", "front"])
+    assert cfg.reward_cameras == ("front",) and cfg.cameras == ("front", "wrist")
+    with pytest.raises(ValueError, match="must name some of --cameras"):
+        RehearseConfig(cameras=("front",), reward_cameras=("wrist",))
+    with pytest.raises(ValueError, match="must name some of --cameras"):
+        RehearseConfig(reward_cameras=())

@@ -102,6 +102,10 @@ class RehearseConfig:
     state only: the run may not read object poses; reach needs nothing else)."""
     cameras: tuple[str, ...] = ("front", "wrist")
     """The setup's cameras (the classifier's; the policy's too with --obs pixels)."""
+    reward_cameras: tuple[str, ...] | None = None
+    """The cameras the classifier reads, a subset of --cameras (None: all of them), as
+    HIL-SERL's classifier keys: a camera that cannot show success (a wrist camera on a lift,
+    which moves with the cube) only adds what differs between episodes."""
     previous_action: bool = False
     """The policy also observes the action sent on the previous step (record, learner and
     actor: `robot-rl train --previous-action`)."""
@@ -190,6 +194,13 @@ class RehearseConfig:
             raise ValueError("--target-success must be in (0, 1] and --target-episodes >= 1")
         if not self.cameras:
             raise ValueError("--cameras: the classifier needs at least one camera")
+        if self.reward_cameras is not None and (
+            not self.reward_cameras or not set(self.reward_cameras) <= set(self.cameras)
+        ):
+            raise ValueError(
+                f"--reward-cameras {list(self.reward_cameras)} must name some of --cameras "
+                f"{list(self.cameras)}"
+            )
         from sim.twin_arms import TWIN_ARMS
 
         if self.arm not in TWIN_ARMS:
@@ -329,7 +340,9 @@ class Rehearsal:
                                         str(self.out / "frames.zarr"), "--out",
                                         str(self.out / "classifier"), "--json",
                                         *(["--gates", *cfg.reward_gates]
-                                          if cfg.reward_gates else [])])  # fmt: skip
+                                          if cfg.reward_gates else []),
+                                        *(["--cameras", *cfg.reward_cameras]
+                                          if cfg.reward_cameras else [])])  # fmt: skip
             self._step("reward_eval", ["reward", "eval", "--model", str(self.out / "classifier"),
                                        "--json"])  # fmt: skip
             self._train(setup, obs, size, up.pid)
