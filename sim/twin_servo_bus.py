@@ -195,24 +195,12 @@ class ServoBusProcess:
             self._process.join()
 
 
-class _SharedBusModel:
-    """The bus process's ``ServoModel``: the shared snapshot's positions out, goals in."""
-
-    def __init__(self, shared: SharedServoState) -> None:
-        self.shared = shared
-
-    def read_positions(self) -> np.ndarray:
-        return self.shared.read_positions()
-
-    def write_goals(self, ticks: np.ndarray, torque_enabled: np.ndarray) -> None:
-        self.shared.write_goals(ticks, torque_enabled)
-
-
 def _serve_servo_bus(shared: SharedServoState, ids: tuple[int, ...], conn) -> None:
-    """The bus process: serve until the twin says stop or goes away (the pipe closes)."""
+    """The bus process: serve until the twin says stop or goes away (the pipe closes). The
+    shared state is the bus's ``ServoModel`` (positions out, goals in)."""
     from drivers.feetech.sim_bus import SimServoBus
 
-    with SimServoBus(ids=ids, model=_SharedBusModel(shared)) as bus:
+    with SimServoBus(ids=ids, model=shared) as bus:
         conn.send(bus.port)
         try:
             conn.recv()

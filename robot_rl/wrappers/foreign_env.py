@@ -30,7 +30,7 @@ Reward and termination pass through unchanged (the caller stacks
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,12 +353,10 @@ class ForeignEnv(gym.Wrapper):
         return self.observation(obs), reward, terminated, truncated, info
 
 
-def parse_cameras(items: Sequence[str]) -> tuple[str, ...]:
-    """``--cameras`` items as given (``path`` or ``name=path``), checked for empty parts."""
-    out = []
-    for item in items:
-        name, eq, path = item.rpartition("=")
-        if eq and not name:
-            raise ForeignEnvError(f"camera {item!r}: write name=path or just the path")
-        out.append(item)
-    return tuple(out)
+def find_foreign_env(env: gym.Env) -> ForeignEnv | None:
+    """The :class:`ForeignEnv` in ``env``'s wrapper stack (None: ``env`` has none)."""
+    while not isinstance(env, ForeignEnv):
+        if not hasattr(env, "env"):
+            return None
+        env = env.env
+    return env

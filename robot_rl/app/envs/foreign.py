@@ -15,7 +15,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from robot_rl.wrappers.foreign_env import ForeignEnv, ForeignEnvError, ObsMapping
+from robot_rl.wrappers.foreign_env import (
+    ForeignEnv,
+    ForeignEnvError,
+    ObsMapping,
+    find_foreign_env,
+)
 
 
 def resolve_env_id(spec: str) -> str:
@@ -125,9 +130,8 @@ def describe_foreign_env(setup: ForeignSetup) -> dict[str, Any]:
 
     env, backend = make_foreign_env(setup)
     try:
-        inner = env
-        while not isinstance(inner, ForeignEnv):
-            inner = inner.env
+        inner = find_foreign_env(env)
+        assert inner is not None  # make_foreign_env built it
         obs_spec = from_space(env.observation_space)
         return {
             "env": setup.env,

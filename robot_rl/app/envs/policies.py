@@ -93,14 +93,12 @@ class FunctionPolicy:
     (:meth:`robot_rl.wrappers.foreign_env.ForeignEnv.policy_action`)."""
 
     def __init__(self, function, env: gym.Env, name: str) -> None:
-        from robot_rl.wrappers.foreign_env import ForeignEnv
+        from robot_rl.wrappers.foreign_env import find_foreign_env
 
-        inner = env
-        while not isinstance(inner, ForeignEnv):
-            if not hasattr(inner, "env"):
-                raise ValueError(f"--policy {name}: a module:function policy needs an --env")
-            inner = inner.env
-        self._foreign = inner
+        foreign = find_foreign_env(env)
+        if foreign is None:
+            raise ValueError(f"--policy {name}: a module:function policy needs an --env")
+        self._foreign = foreign
         self._function = function
 
     def reset(self, rng: np.random.Generator) -> None:
