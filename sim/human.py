@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,11 +96,21 @@ class SimulatedHuman:
     Args:
         expert: A scripted expert (``backend.make_expert()``), acting in the base env's space.
         cfg: The takeover rule.
+        to_reading: The expert's action -> the device reading that produces it (default:
+            :func:`robot_rl.core.teleop_action.action_to_teleop`, the twin's base layout; an env
+            robot_rl did not write passes its
+            :meth:`robot_rl.core.teleop_axes.TeleopAxes.to_teleop`).
     """
 
-    def __init__(self, expert: Expert, cfg: HumanConfig | None = None) -> None:
+    def __init__(
+        self,
+        expert: Expert,
+        cfg: HumanConfig | None = None,
+        to_reading: Callable[[np.ndarray, float], TeleopState] = action_to_teleop,
+    ) -> None:
         self.expert = expert
         self.cfg = cfg or HumanConfig()
+        self._to_reading = to_reading
         self._rng = np.random.default_rng(0)
         self._driving = False
         self._new_episode()
@@ -172,7 +182,7 @@ class SimulatedHuman:
     def _drive(self, privileged: Mapping, stamp_s: float) -> TeleopState:
         self._driving = True
         a = self.expert.act({}, {keys.INFO_PRIVILEGED: privileged})
-        return action_to_teleop(np.asarray(a, dtype=np.float64), stamp_s)
+        return self._to_reading(np.asarray(a, dtype=np.float64), stamp_s)
 
 
 class SimHumanTeleop:
@@ -184,11 +194,21 @@ class SimHumanTeleop:
     Args:
         human: The simulated human.
         seed: Seeds the human's per-episode generator (with the env's reset seed).
+        scene: What the human sees of a step's ``info`` (default: the twin's privileged state,
+            refused without it); the expert gets it as ``info["privileged"]``. An env robot_rl
+            did not write passes the whole ``info`` (its scripted policy reads the env's own
+            observation and info).
     """
 
-    def __init__(self, human: SimulatedHuman, seed: int = 0) -> None:
+    def __init__(
+        self,
+        human: SimulatedHuman,
+        seed: int = 0,
+        scene: Callable[[Mapping[str, Any]], Mapping] | None = None,
+    ) -> None:
         self.human = human
         self.seed = int(seed)
+        self._scene = scene or _privileged
         self._episodes = 0
         self._reading = zero_reading(0.0)
 
@@ -205,13 +225,13 @@ class SimHumanTeleop:
         key = self._episodes if seed is None else int(seed)
         self._episodes += 1
         self.human.reset(np.random.default_rng((self.seed, key)))
-        self._reading = self.human.observe(_privileged(info), math.nan, obs_stamp(obs))
+        self._reading = self.human.observe(self._scene(info), math.nan, obs_stamp(obs))
 
     def observe_step(self, obs: Mapping, reward: float, info: Mapping[str, Any]) -> None:
         # Under a learned reward the human judges progress on the task's own (dense) reward:
         # it stands in for a person watching the scene, not for the reward model.
         seen = info.get(keys.INFO_TASK_REWARD, reward) if isinstance(info, Mapping) else reward
-        self._reading = self.human.observe(_privileged(info), float(seen), obs_stamp(obs))
+        self._reading = self.human.observe(self._scene(info), float(seen), obs_stamp(obs))
 
 
 def _privileged(info: Mapping[str, Any]) -> Mapping:

@@ -55,6 +55,7 @@ from robot_rl.core.teleop_action import (
     is_taking_over,
     teleop_to_action,
 )
+from robot_rl.core.teleop_axes import TeleopAxes
 from robot_rl.core.types import TeleopState
 
 SUCCESS = "success"
@@ -91,6 +92,10 @@ class InterventionConfig:
             raise ValueError(
                 f"initial_gripper_action {self.initial_gripper_action} must be in [-1, 1]"
             )
+
+
+def _identity(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
 
 
 def base_to_policy_action(env: gym.Env) -> Callable[[np.ndarray], np.ndarray]:
@@ -133,25 +138,42 @@ class Intervention(gym.Wrapper):
             ``[dx, dy, dz, (rx, ry, rz,) gripper]`` (4 or 7 dims).
         teleop: The device (already connected by the caller), or a simulated human.
         cfg: Hold window, deadzone, labels.
+        axes: For an env we did not write (``--env``): which reading component drives each of
+            ``env``'s action dimensions (:class:`robot_rl.core.teleop_axes.TeleopAxes`); the
+            human's action is then that mapping, in ``env``'s action space, and the base env's
+            layout does not matter. None: the robot_rl base layout (4 or 7 dims).
     """
 
-    def __init__(self, env: gym.Env, teleop: Teleop, cfg: InterventionConfig | None = None) -> None:
+    def __init__(
+        self,
+        env: gym.Env,
+        teleop: Teleop,
+        cfg: InterventionConfig | None = None,
+        axes: TeleopAxes | None = None,
+    ) -> None:
         super().__init__(env)
         self.cfg = cfg or InterventionConfig()
         space = env.action_space
-        base_space = env.unwrapped.action_space
+        base_space = space if axes is not None else env.unwrapped.action_space
         for name, s in (("action", space), ("base env action", base_space)):
             if not isinstance(s, gym.spaces.Box) or len(s.shape) != 1:
                 raise ValueError(f"Intervention needs a 1-D Box {name} space, got {s}")
         self.base_action_dim = int(base_space.shape[0])
-        if self.base_action_dim not in (4, 7):
+        self.axes = axes
+        if axes is not None and len(axes.tokens) != self.base_action_dim:
+            raise ValueError(
+                f"teleop axes {axes.spec()} have {len(axes.tokens)} tokens; the env acts with "
+                f"{self.base_action_dim} dims"
+            )
+        if axes is None and self.base_action_dim not in (4, 7):
             raise ValueError(
                 f"the base env acts with {self.base_action_dim} dims; Intervention maps teleop "
-                "readings onto the 4- or 7-dim robot_rl layout only"
+                "readings onto the 4- or 7-dim robot_rl layout, or give teleop axes (an env "
+                "robot_rl did not write)"
             )
         self.teleop = teleop
         self._observer = teleop if isinstance(teleop, StepObserver) else None
-        self._to_policy = base_to_policy_action(env)
+        self._to_policy = base_to_policy_action(env) if axes is None else _identity
         self._low = space.low.astype(np.float64)
         self._high = space.high.astype(np.float64)
         self._new_episode_state()
@@ -187,7 +209,9 @@ class Intervention(gym.Wrapper):
         self._new_episode_state()
         obs, info = self.env.reset(seed=seed, options=options)
         if self.cfg.initial_gripper_action is None:
-            self._gripper_hold = gripper_hold_after_reset(self.env)
+            self._gripper_hold = (
+                gripper_hold_after_reset(self.env) if self.axes is None else self.axes.gripper_open
+            )
         if self._observer is not None:
             self._observer.observe_reset(obs, info, seed)
         return obs, info
@@ -214,12 +238,15 @@ class Intervention(gym.Wrapper):
         else:
             human = False
         if human:
-            a_base = teleop_to_action(reading, self.base_action_dim, self._gripper_hold)
+            if self.axes is None:
+                a_base = teleop_to_action(reading, self.base_action_dim, self._gripper_hold)
+            else:
+                a_base = self.axes.to_action(reading, self._gripper_hold)
             executed = self.human_action(a_base)
         else:
             a_base, executed = None, proposal
         obs, reward, terminated, truncated, info = self.env.step(executed)
-        self._track_gripper(info, a_base)
+        self._track_gripper(info, a_base, executed)
         buttons = frozenset(reading.buttons)
         if self.cfg.human_labels and buttons & {SUCCESS, FAILURE}:
             info = dict(info)
@@ -245,8 +272,14 @@ class Intervention(gym.Wrapper):
             self._observer.observe_step(obs, float(reward), info)
         return obs, reward, terminated, truncated, info
 
-    def _track_gripper(self, info: dict, a_base: np.ndarray | None) -> None:
-        """Remember the gripper command a takeover without gripper request keeps."""
+    def _track_gripper(self, info: dict, a_base: np.ndarray | None, executed: np.ndarray) -> None:
+        """Remember the gripper command a takeover without gripper request keeps (with teleop
+        axes: the executed action's gripper dimension, whoever chose it)."""
+        if self.axes is not None:
+            g = self.axes.gripper_index
+            if g is not None:
+                self._gripper_hold = float(np.clip(executed[g], -1.0, 1.0))
+            return
         cmd = info.get(keys.INFO_COMMAND) if isinstance(info, dict) else None
         if cmd is not None and len(cmd) == 8:  # RobotEnv: (7,) target pose + gripper in [0, 1]
             self._gripper_hold = float(np.clip(2.0 * float(cmd[7]) - 1.0, -1.0, 1.0))

@@ -22,6 +22,7 @@ import numpy as np
 import tyro
 
 from robot_rl.app.envs.build import EnvSetup, WrapperConfig, check_task
+from robot_rl.app.envs.devices import DeviceKind
 from robot_rl.core import keys
 from robot_rl.core.features import DEFAULT_IMAGE_SIZE
 from sim.backend import TASKS
@@ -294,6 +295,18 @@ class CollectConfig:
     """Append to an existing dataset (same env settings) instead of refusing to overwrite it."""
     only_success: bool = True
     """Write only successful episodes (retrying up to 3 x episodes attempts)."""
+    teleop: DeviceKind | None = None
+    """--env: a person drives from this device, read here without ROS 2, instead of --policy
+    (docs/your_env.md)."""
+    teleop_events: Path | None = None
+    """--env: replay this recorded teleop event file instead of a live device (on the env's
+    step clock: the same episodes on any machine)."""
+    teleop_axes: str | None = None
+    """--env with --teleop: which device axis drives each action dimension, comma-separated
+    (x, y, z, rx, ry, rz, gripper, each may be negated, or 0); default by action size: 2 x,y;
+    3 x,y,z; 4 x,y,z,gripper; 6 x..rz; 7 x..rz,gripper."""
+    teleop_hz: float = 10.0
+    """--teleop: steps per second (a live device is paced at it; a replay's step clock)."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
 
@@ -303,6 +316,27 @@ class CollectConfig:
         from robot_rl.app.envs.policies import check_policy_name
 
         check_policy_name(self.policy)
+        if self.by_teleop:
+            if self.policy != "scripted":
+                raise ValueError(
+                    f"--policy {self.policy} and a teleop device both choose the actions: drop one"
+                )
+            if self.env.env is None:
+                raise ValueError(
+                    "collect --teleop drives an env we did not write (--env ID); on the twin a "
+                    "person records through ROS 2: robot-rl record --setup launch/sim.yaml"
+                )
+            if not self.teleop_hz > 0:
+                raise ValueError(f"--teleop-hz must be > 0, got {self.teleop_hz}")
+            if self.teleop_events is not None and not Path(self.teleop_events).is_file():
+                raise ValueError(f"--teleop-events {self.teleop_events} is not a file")
+        elif self.teleop_axes is not None:
+            raise ValueError("--teleop-axes maps a teleop device: add --teleop or --teleop-events")
+
+    @property
+    def by_teleop(self) -> bool:
+        """A person (a device, or a recorded one) drives."""
+        return self.teleop is not None or self.teleop_events is not None
 
 
 def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
@@ -314,7 +348,7 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
     """
     from robot_rl.app.envs.build import make_env_from_setup
     from robot_rl.app.envs.policies import make_policy
-    from robot_rl.replay import EpisodeLog, ObsAdapter
+    from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import ActionMap
 
     out = Path(cfg.out)
@@ -322,21 +356,12 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
         raise FileExistsError(
             f"{out} already exists; pass --append to add episodes to it, or choose another --out"
         )
+    if cfg.by_teleop:
+        return _collect_by_teleop(cfg, progress)
     env, backend = make_env_from_setup(cfg.env.env_setup())
     adapter = ObsAdapter(env.observation_space)
     amap = ActionMap(env.action_space)
-    meta = {"kind": "demos", "env": cfg.env.to_json(), "policy": cfg.policy}
-    if out.exists():
-        log = EpisodeLog.open(out, unfinished="drop", mode="a")
-        stored = (getattr(log, "meta", None) or {}).get("env")
-        if not same_data_settings(stored, cfg.env):
-            log.close()
-            raise ValueError(
-                f"{out} was recorded with env settings {stored}, not {cfg.env.to_json()}; "
-                "collect with the same settings or into another --out"
-            )
-    else:
-        log = EpisodeLog.create(out, adapter.layout, amap.dim, meta)
+    log = open_demo_log(cfg, adapter, amap, policy=cfg.policy)
     policy = make_policy(cfg.policy, env, backend)
     written, attempts, returns = 0, 0, []
     max_attempts = 3 * cfg.episodes if cfg.only_success else cfg.episodes
@@ -378,6 +403,67 @@ def run_collect(cfg: CollectConfig, progress: bool = True) -> dict:
         "dataset_episodes": int(total_eps),
         "dataset_steps": int(total_steps),
     }
+
+
+def _collect_by_teleop(cfg: CollectConfig, progress: bool) -> dict:
+    """``collect --env --teleop``: a person at a device drives (``collect_teleop``)."""
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect_teleop import record_by_teleop
+    from robot_rl.app.envs.devices import open_device
+    from robot_rl.core.teleop_axes import TeleopAxes
+    from robot_rl.replay import ObsAdapter
+    from robot_rl.run.evaluate import ActionMap
+
+    env, backend = make_env_from_setup(cfg.env.env_setup())
+    device = log = None
+    try:
+        adapter = ObsAdapter(env.observation_space)
+        amap = ActionMap(env.action_space)
+        axes = TeleopAxes.parse(cfg.teleop_axes, amap.dim)
+        log = open_demo_log(cfg, adapter, amap, policy="teleop", extra={"teleop_axes": axes.spec()})
+        device = open_device(cfg.teleop, cfg.teleop_events, cfg.teleop_hz)
+        summary = record_by_teleop(cfg, env, device, axes, adapter, amap, log, progress)
+        total_eps, total_steps = log.num_episodes, log.num_steps
+    finally:
+        for c in (log, device, env, backend):
+            if c is not None:
+                c.close()
+    return {
+        "out": str(cfg.out),
+        "task": None,
+        "env": cfg.env.env,
+        "obs": cfg.env.obs,
+        "policy": "teleop",
+        "teleop": device.teleop.kind,
+        "teleop_axes": axes.spec(),
+        **summary,
+        "dataset_episodes": int(total_eps),
+        "dataset_steps": int(total_steps),
+    }
+
+
+def open_demo_log(cfg: CollectConfig, adapter, amap, policy: str, extra: dict | None = None):
+    """The demos store ``cfg.out``: created, or opened to append (``cfg.append``) when it was
+    recorded with the same env settings.
+
+    Raises:
+        ValueError: appending to a dataset recorded with other env settings.
+    """
+    from robot_rl.replay import EpisodeLog
+
+    out = Path(cfg.out)
+    if out.exists():
+        log = EpisodeLog.open(out, unfinished="drop", mode="a")
+        stored = (getattr(log, "meta", None) or {}).get("env")
+        if not same_data_settings(stored, cfg.env):
+            log.close()
+            raise ValueError(
+                f"{out} was recorded with env settings {stored}, not {cfg.env.to_json()}; "
+                "collect with the same settings or into another --out"
+            )
+        return log
+    meta = {"kind": "demos", "env": cfg.env.to_json(), "policy": policy, **(extra or {})}
+    return EpisodeLog.create(out, adapter.layout, amap.dim, meta)
 
 
 def _record_episode(

@@ -72,6 +72,18 @@ class ForeignSetup:
     """Keyword arguments of ``gym.make``."""
 
 
+def load_function(spec: str):
+    """``module:function`` -> the function (its module imported)."""
+    module, _, function = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--policy {spec!r}: cannot load it ({e})") from e
+    if not callable(fn):
+        raise ValueError(f"--policy {spec!r} is not callable")
+    return fn
+
+
 class ForeignBackend:
     """What the learner's workflows ask of an env's backend, for a foreign env: no cameras out
     of band, no twin task, no scripted expert (demos come from a policy or a device)."""
@@ -143,3 +155,70 @@ def describe_foreign_env(setup: ForeignSetup) -> dict[str, Any]:
         }
     finally:
         env.close()
+
+
+class ForeignExpert:
+    """A scripted policy written for a foreign env (``module:function``, the signature of
+    ``collect --policy``) as a simulated human's expert: it reads the env's own last
+    observation and the step's ``info`` (handed over as ``info["privileged"]``, see
+    :class:`sim.human.SimHumanTeleop`'s ``scene``) and acts in the learner's [-1, 1] action."""
+
+    def __init__(self, function, foreign: ForeignEnv) -> None:
+        self._function = function
+        self._foreign = foreign
+
+    def reset(self, rng) -> None:
+        pass
+
+    def act(self, obs, info):
+        from robot_rl.core import keys
+
+        raw_info = info.get(keys.INFO_PRIVILEGED, {})
+        return self._foreign.policy_action(self._function(self._foreign.raw_obs, raw_info))
+
+
+def _whole_info(info):
+    return info
+
+
+def with_foreign_human(
+    env: gym.Env,
+    human_policy: str,
+    human,
+    axes_spec: str | None,
+    cfg=None,
+    seed: int = 0,
+):
+    """``env`` (a foreign env's stack) with a simulated human who drives with the scripted
+    policy ``human_policy`` (``module:function``) through a device reading mapped by the teleop
+    axes, read by an outermost :class:`robot_rl.wrappers.Intervention` (returned).
+
+    Args:
+        human: :class:`sim.human.HumanConfig` (when it takes over; its progress is the env's own
+            reward, also under ``--task-reward sparse``).
+        axes_spec: ``--teleop-axes`` (None: the default for the action size).
+        cfg: :class:`robot_rl.wrappers.InterventionConfig`.
+    """
+    from robot_rl.core.teleop_axes import TeleopAxes
+    from robot_rl.wrappers import Intervention
+    from sim.human import SimHumanTeleop, SimulatedHuman
+
+    foreign = find_foreign_env(env)
+    if foreign is None:
+        raise ValueError("--human-policy drives an env robot_rl did not write: add --env")
+    axes = TeleopAxes.parse(axes_spec, int(env.action_space.shape[0]))
+    expert = ForeignExpert(load_function(human_policy), foreign)
+    sim_human = SimulatedHuman(expert, human, to_reading=axes.to_teleop)
+    teleop = SimHumanTeleop(sim_human, seed=seed, scene=_whole_info)
+    return Intervention(env, teleop, cfg, axes=axes)
+
+
+def with_device(env: gym.Env, device, axes_spec: str | None, cfg=None):
+    """``env`` (a foreign env's stack) with a person at ``device``
+    (:class:`robot_rl.app.envs.devices.DeviceSession`) able to take over, through an outermost
+    :class:`robot_rl.wrappers.Intervention` (returned) that maps readings by the teleop axes."""
+    from robot_rl.core.teleop_axes import TeleopAxes
+    from robot_rl.wrappers import Intervention
+
+    axes = TeleopAxes.parse(axes_spec, int(env.action_space.shape[0]))
+    return Intervention(env, device, cfg, axes=axes)

@@ -4,7 +4,6 @@ rollout`` and ``robot-rl collect`` choose one by name (:func:`make_policy`)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -108,22 +107,12 @@ class FunctionPolicy:
         return self._foreign.policy_action(self._function(self._foreign.raw_obs, info))
 
 
-def load_function(spec: str):
-    """``module:function`` -> the function (its module imported)."""
-    module, _, function = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"--policy {spec!r}: cannot load it ({e})") from e
-    if not callable(fn):
-        raise ValueError(f"--policy {spec!r} is not callable")
-    return fn
-
-
 def make_policy(name: PolicyName, env: gym.Env, backend) -> Policy:
     """The policy called ``name`` for ``env`` (``backend`` provides the scripted expert)."""
     check_policy_name(name)
     if ":" in name:
+        from robot_rl.app.envs.foreign import load_function
+
         return FunctionPolicy(load_function(name), env, name)
     if name == "scripted":
         return ExpertPolicy(backend.make_expert(), env)

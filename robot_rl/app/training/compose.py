@@ -212,7 +212,9 @@ def build_envs(cmd: TrainCmdConfig, features: Any = None) -> TrainEnvs:
     try:
         late_rewards = find_learned_reward(env) if reward.settings is not None else None
         intervention = None if ros is None else ros.intervention
-        if cmd.human == "sim" and ros is None:
+        if cmd.env.env is not None and cmd.human != "none":
+            env = intervention = foreign_human(cmd, env, closers)
+        elif cmd.human == "sim" and ros is None:
             from robot_rl.wrappers import InterventionConfig
 
             env = intervention = with_sim_human(
@@ -227,6 +229,26 @@ def build_envs(cmd: TrainCmdConfig, features: Any = None) -> TrainEnvs:
             c.close()
         raise
     return TrainEnvs(env, eval_env, intervention, late_rewards, closers, ros)
+
+
+def foreign_human(cmd: TrainCmdConfig, env: Any, closers: list) -> Any:
+    """``env`` (an ``--env``) with its human: a simulated one driving with ``--human-policy``,
+    or a person at ``--teleop`` / ``--teleop-events`` read in this process (the device joins
+    ``closers``); the outermost Intervention wrapper is returned."""
+    from robot_rl.app.envs.foreign import with_device, with_foreign_human
+    from robot_rl.wrappers import InterventionConfig
+
+    icfg = InterventionConfig(hold_steps=cmd.intervention_hold_steps)
+    if cmd.human == "sim":
+        assert cmd.human_policy is not None  # TrainCmdConfig checked it
+        return with_foreign_human(
+            env, cmd.human_policy, cmd.human_config(), cmd.teleop_axes, icfg, seed=cmd.seed
+        )
+    from robot_rl.app.envs.devices import open_device
+
+    device = open_device(cmd.teleop, cmd.teleop_events, cmd.teleop_hz)
+    closers.append(device)
+    return with_device(env, device, cmd.teleop_axes, icfg)
 
 
 def find_learned_reward(env: Any) -> Any:

@@ -21,6 +21,7 @@ import tyro
 
 from policies.config import SACConfig
 from robot_rl.app.envs.collect import ACTION_DELAY_OVER_ROS, LearnerEnvConfig
+from robot_rl.app.envs.devices import DeviceKind
 from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, InterventionMode, TrainConfig
 from sim.human import HumanConfig, HumanRule
 
@@ -91,6 +92,66 @@ class SimHumanFlags:
     """--human sim: steps the expert drives per takeover."""
     human_max_interventions: int = _HUMAN.max_interventions
     """--human sim: takeovers per episode at most."""
+    human_policy: str | None = None
+    """--env with --human sim: the scripted policy the simulated human drives with
+    (module:function, as `collect --policy`: function(observation, info) -> action in the env's
+    own units), through a device reading mapped by --teleop-axes."""
+    teleop: DeviceKind | None = None
+    """--env with --human teleop: the person's device (keyboard, gamepad, spacemouse), read in
+    this process without ROS 2 (docs/your_env.md)."""
+    teleop_events: Path | None = None
+    """--env with --human teleop: replay this recorded teleop event file instead of a device (on
+    the env's step clock)."""
+    teleop_axes: str | None = None
+    """--env with --human sim|teleop: which device axis drives each action dimension (x, y, z,
+    rx, ry, rz, gripper, each may be negated, or 0; default by action size)."""
+    teleop_hz: float = 10.0
+    """--env with --human teleop: steps per second (a live device's pace; a replay's step
+    clock)."""
+
+    def check_human_flags(self, human: str, env: LearnerEnvConfig, setup: Path | None) -> None:
+        """Refuse the human flags that do not fit ``--human`` / ``--env`` / ``--setup``."""
+        device = self.teleop is not None or self.teleop_events is not None
+        if env.env is None:
+            given = [
+                flag
+                for flag, on in (
+                    ("--human-policy", self.human_policy is not None),
+                    ("--teleop", self.teleop is not None),
+                    ("--teleop-events", self.teleop_events is not None),
+                    ("--teleop-axes", self.teleop_axes is not None),
+                )
+                if on
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: for an env robot_rl did not write (--env); on the twin "
+                    "--human sim drives with the task's expert and --human teleop reads the "
+                    "setup's device (--setup)"
+                )
+            return
+        if setup is not None:
+            raise ValueError("--env trains in this process: drop --setup")
+        if human == "sim" and self.human_policy is None:
+            raise ValueError(
+                "--human sim on an --env needs the policy the simulated human drives with: "
+                "--human-policy module:function"
+            )
+        if human == "teleop" and not device:
+            raise ValueError(
+                "--human teleop on an --env reads a device here: add --teleop keyboard|gamepad|"
+                "spacemouse or --teleop-events FILE"
+            )
+        if human != "sim" and self.human_policy is not None:
+            raise ValueError("--human-policy is the simulated human's: add --human sim")
+        if human != "teleop" and device:
+            raise ValueError("--teleop / --teleop-events are a person's device: add --human teleop")
+        if human == "none" and self.teleop_axes is not None:
+            raise ValueError("--teleop-axes maps a human's device: add --human sim|teleop")
+        if not self.teleop_hz > 0:
+            raise ValueError(f"--teleop-hz must be > 0, got {self.teleop_hz}")
+        if self.teleop_events is not None and not Path(self.teleop_events).is_file():
+            raise ValueError(f"--teleop-events {self.teleop_events} is not a file")
 
     def human_config(self) -> HumanConfig:
         """The simulated human's settings (--human-*)."""
@@ -255,7 +316,8 @@ class TrainCmdConfig(RewardFlags, SimHumanFlags):
                 f"intervention_hold_steps must be >= 0, got {self.intervention_hold_steps}"
             )
         self.human_config()  # validates the --human-* options
-        if self.setup is None and self.human == "teleop":
+        self.check_human_flags(self.human, self.env, self.setup)
+        if self.setup is None and self.human == "teleop" and self.env.env is None:
             raise ValueError("--human teleop reads a person's device over ROS 2: add --setup")
         if self.setup is None and self.launch:
             raise ValueError("--launch starts the nodes of a setup: add --setup launch/sim.yaml")
