@@ -5,6 +5,7 @@
 #                                    #   pip install -e ".[sim,vision,vlm,serve,ros,franka,export,arms]"
 #   bash scripts/install.sh --dev    # plus test tools (".[...,dev]") and the franka-sim venv
 #                                    #   (.venv-franka-sim, scripts/franka_sim_venv.sh)
+#                                    #   and an env venv with other pins (.venv-foreign-env)
 #
 # torch: if .venv has no torch yet, torch==$ROBOT_RL_TORCH (default 2.13.0) is installed first,
 # so that the project's open `torch>=2.4` requirement is already satisfied (a bare requirement
@@ -116,6 +117,8 @@ fi
 if [ "$DEV" -eq 1 ]; then
   log "franka-sim venv for the Franka tests (scripts/franka_sim_venv.sh)"
   bash scripts/franka_sim_venv.sh >/dev/null
+  log "their-env venv for the --env-python tests (scripts/foreign_env_venv.sh)"
+  bash scripts/foreign_env_venv.sh >/dev/null
 fi
 log "done: $(.venv/bin/python -c 'import robot_rl, mujoco, torch; print("robot_rl", robot_rl.__version__, "mujoco", mujoco.__version__, "torch", torch.__version__)')"
 log "run: .venv/bin/robot-rl --help"

@@ -99,6 +99,9 @@ class LearnerEnvConfig:
     """--env: the info key read as success (None: is_success, else success)."""
     success_reward_at: float | None = None
     """--env without a success key: success is a reward at or above this."""
+    env_python: str | None = None
+    """--env: run the env in this other Python interpreter (its venv needs numpy, gymnasium and
+    the env, not robot_rl), for an env whose pins conflict with ours; None: in this process."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.action_delay_ms) and self.action_delay_ms >= 0):
@@ -128,6 +131,8 @@ class LearnerEnvConfig:
             given = [flag for flag, on in twin_only.items() if on]
             if given:
                 raise ValueError(f"{', '.join(given)}: the twin's settings; with --env drop them")
+        elif self.env_python is not None:
+            raise ValueError("--env-python runs an --env in another interpreter: add --env ID")
 
     def fixed_gripper(self) -> float | None:
         """The gripper command the env holds (None: the policy commands the gripper)."""
@@ -163,6 +168,7 @@ class LearnerEnvConfig:
             pixels=self.obs == "pixels",
             max_episode_steps=self.max_episode_steps,
             success_reward=self.task_reward == "sparse",
+            python=self.env_python,
         )
 
     def env_setup(self) -> EnvSetup:
@@ -210,7 +216,7 @@ class LearnerEnvConfig:
         out = {
             k: v
             for k, v in self.to_json().items()
-            if k not in ("max_episode_steps", "action_delay_ms", "gripper_discretize")
+            if k not in ("max_episode_steps", "action_delay_ms", "gripper_discretize", "env_python")
         }
         if self.env is not None:  # the twin's task and settings do not shape this data
             for k in ("task", "arm", "gripper", "action_scale_m", "control_rotation"):

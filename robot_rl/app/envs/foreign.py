@@ -70,6 +70,9 @@ class ForeignSetup:
     sparse``)."""
     make_kwargs: tuple[tuple[str, Any], ...] = ()
     """Keyword arguments of ``gym.make``."""
+    python: str | None = None
+    """Run the env in this other interpreter (:class:`robot_rl.envs.remote_env.RemoteEnv`),
+    for an env whose pins conflict with ours; None: in this process."""
 
 
 def load_function(spec: str):
@@ -111,12 +114,21 @@ def make_foreign_env(setup: ForeignSetup) -> tuple[gym.Env, ForeignBackend]:
         ForeignEnvError: The id, its spaces or the mapping cannot be used (the message says
             what to change).
     """
-    env_id = resolve_env_id(setup.env)
     kwargs = dict(setup.make_kwargs)
     if setup.max_episode_steps is not None:
         kwargs["max_episode_steps"] = setup.max_episode_steps
     mapping = setup.mapping if setup.pixels else _state_only(setup.mapping)
-    base = gym.make(env_id, **kwargs)
+    if setup.python is not None:
+        from robot_rl.envs.remote_env import RemoteEnv, RemoteEnvError
+
+        try:
+            base: gym.Env = RemoteEnv(setup.python, setup.env, kwargs)
+        except RemoteEnvError as e:
+            raise ForeignEnvError(str(e)) from e
+        env_id = setup.env.rpartition(":")[2]
+    else:
+        env_id = resolve_env_id(setup.env)
+        base = gym.make(env_id, **kwargs)
     try:
         env: gym.Env = ForeignEnv(base, mapping)
         if setup.success_reward:
@@ -145,9 +157,11 @@ def describe_foreign_env(setup: ForeignSetup) -> dict[str, Any]:
         inner = find_foreign_env(env)
         assert inner is not None  # make_foreign_env built it
         obs_spec = from_space(env.observation_space)
+        versions = getattr(env.unwrapped, "versions", None)
         return {
             "env": setup.env,
             "id": backend.env_id,
+            **({"python": setup.python, "versions": versions} if setup.python else {}),
             "max_episode_steps": env.spec.max_episode_steps if env.spec else None,
             "mapping": inner.plan.describe(),
             "observation": describe(obs_spec),

@@ -42,6 +42,9 @@ class EnvsConfig:
     """--env: the info key read as success (None: is_success, else success)."""
     success_reward_at: float | None = None
     """--env without a success key: success is a reward at or above this."""
+    env_python: str | None = None
+    """--env: make the env in this other Python interpreter (its venv needs numpy, gymnasium and
+    the env, not robot_rl), for an env whose pins conflict with ours."""
     json: bool = False
     """Print exactly one JSON object on stdout."""
 
@@ -57,6 +60,7 @@ class EnvsConfig:
             env_cameras=self.env_cameras,
             success_key=self.success_key,
             success_reward_at=self.success_reward_at,
+            env_python=self.env_python,
         ).foreign_setup()
 
 

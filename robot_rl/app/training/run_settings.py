@@ -92,6 +92,9 @@ class ActorEnvFlags:
     """--env: the info key read as success."""
     success_reward_at: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
     """--env without a success key: success is a reward at or above this."""
+    env_python: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
+    """--env: make the env in this other Python interpreter (an env whose pins conflict with
+    ours); the learner's path unless given here (this machine's own wins)."""
 
     def __post_init__(self) -> None:
         LearnerEnvConfig(**self.given())  # the same checks as the learner's (image size, ...)
@@ -171,6 +174,11 @@ def describe(env: LearnerEnvConfig) -> str:
     return " ".join(parts)
 
 
+LOCAL_SETTINGS = ("env_python",)
+"""Env settings that say how this machine runs the env, not what the env is: the actor's own
+value wins over the learner's."""
+
+
 def resolve_env(
     flags: ActorEnvFlags, theirs: LearnerEnvConfig, cached_in: Path | None = None
 ) -> LearnerEnvConfig:
@@ -185,14 +193,16 @@ def resolve_env(
         SettingsConflictError: A given setting differs; the message names each one with both
             values and what to do.
     """
+    given = flags.given()
+    local = {k: given.pop(k) for k in LOCAL_SETTINGS if k in given}
     problems = [
         _conflict(name, mine, theirs, cached_in)
-        for name, mine in flags.given().items()
+        for name, mine in given.items()
         if not _same(name, mine, theirs)
     ]
     if problems:
         raise SettingsConflictError("; ".join(problems))
-    return theirs
+    return dataclasses.replace(theirs, **local) if local else theirs
 
 
 def _same(name: str, mine: Any, theirs: LearnerEnvConfig) -> bool:
