@@ -223,3 +223,37 @@ def test_rollout_runs_a_scripted_policy_written_for_a_foreign_env() -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["success_rate"] < 1.0
     proc = _cli("rollout", *env, "--video", "x.mp4")
     assert proc.returncode == 2 and "without video" in proc.stderr
+
+
+def test_env_kwargs_reach_gym_make_and_a_phased_policy_object_is_reset_each_episode() -> None:
+    proc = _cli("envs", "--env", "toy_foreign_envs:ToyPointGoal-v0", "--env-kwargs",
+                '{"pixels": true}', "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["mapping"]["cameras"] == {"top": "pixels.top"}
+    proc = _cli("envs", "--env", "toy_foreign_envs:ToyPointGoal-v0", "--env-kwargs", "[1]")
+    assert proc.returncode == 2 and "must be a JSON object" in proc.stderr
+    proc = _cli("collect", "--env-kwargs", "{}", "--out", "x.zarr")
+    assert proc.returncode == 2 and "add --env ID" in " ".join(proc.stderr.split())
+    # A policy with phases: without a reset per episode it would stay in its y phase.
+    from robot_rl.app.envs.build import make_env_from_setup
+    from robot_rl.app.envs.collect import LearnerEnvConfig
+    from robot_rl.app.envs.policies import make_policy
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import toy_foreign_envs
+
+    env, backend = make_env_from_setup(
+        LearnerEnvConfig(env="toy_foreign_envs:ToyPointGoal-v0").env_setup()
+    )
+    policy = make_policy("toy_foreign_envs:axis_by_axis", env, backend)
+    wins = 0
+    for seed in range(5):
+        obs, info = env.reset(seed=seed)
+        policy.reset(np.random.default_rng(seed))
+        for _ in range(20):
+            obs, _, term, trunc, info = env.step(policy.act(obs, info))
+            if term or trunc:
+                break
+        wins += bool(info[keys.INFO_SUCCESS])
+    env.close()
+    assert toy_foreign_envs.axis_by_axis.resets == 5 and wins == 5

@@ -85,6 +85,30 @@ def goal_expert(obs, info) -> np.ndarray:
     return np.clip(delta, -STEP_M, STEP_M)
 
 
+class AxisByAxisExpert:
+    """A scripted policy with phases (a callable object with ``reset()``): along x until the
+    goal's x is reached, then along y. ``resets`` counts the episodes it was reset for."""
+
+    def __init__(self) -> None:
+        self.resets = 0
+        self.phase = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.phase = 0
+
+    def __call__(self, obs, info) -> np.ndarray:
+        delta = np.asarray(obs["desired_goal"]) - np.asarray(obs["observation"][:2])
+        if self.phase == 0 and abs(delta[0]) < 0.005:
+            self.phase = 1
+        a = np.zeros(2)
+        a[self.phase] = delta[self.phase]
+        return np.clip(a, -STEP_M, STEP_M)
+
+
+axis_by_axis = AxisByAxisExpert()
+
+
 gym.register("ToyPointGoal-v0", entry_point=ToyPointGoal, max_episode_steps=20)
 gym.register(
     "ToyPointPixels-v0", entry_point=ToyPointGoal, kwargs={"pixels": True}, max_episode_steps=20

@@ -38,6 +38,28 @@ ACTION_DELAY_OVER_ROS = (
 """The refusal of ``--action-delay-ms`` with ``--setup`` (train and eval)."""
 
 
+def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    """``--env-kwargs`` as a dict (None: no keyword arguments).
+
+    Raises:
+        ValueError: Not a JSON object (the message shows how to write one).
+    """
+    if text is None:
+        return {}
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"--env-kwargs {text!r} is not JSON ({e}); write an object, e.g. "
+            '--env-kwargs \'{"env_name": "push-v3"}\''
+        ) from e
+    if not isinstance(value, dict):
+        raise ValueError(f"--env-kwargs {text!r} must be a JSON object of gym.make's arguments")
+    return value
+
+
 @dataclass(frozen=True)
 class LearnerEnvConfig:
     """The twin env a learner trains on (shared by collect, train and eval)."""
@@ -99,6 +121,9 @@ class LearnerEnvConfig:
     """--env: the info key read as success (None: is_success, else success)."""
     success_reward_at: float | None = None
     """--env without a success key: success is a reward at or above this."""
+    env_kwargs: str | None = None
+    """--env: keyword arguments of ``gym.make``, a JSON object (e.g. `{"env_name": "push-v3"}`
+    for Meta-World's `Meta-World/MT1`)."""
     env_python: str | None = None
     """--env: run the env in this other Python interpreter (its venv needs numpy, gymnasium and
     the env, not robot_rl), for an env whose pins conflict with ours; None: in this process."""
@@ -131,8 +156,9 @@ class LearnerEnvConfig:
             given = [flag for flag, on in twin_only.items() if on]
             if given:
                 raise ValueError(f"{', '.join(given)}: the twin's settings; with --env drop them")
-        elif self.env_python is not None:
-            raise ValueError("--env-python runs an --env in another interpreter: add --env ID")
+            parse_env_kwargs(self.env_kwargs)
+        elif self.env_python is not None or self.env_kwargs is not None:
+            raise ValueError("--env-python / --env-kwargs are an --env's: add --env ID")
 
     def fixed_gripper(self) -> float | None:
         """The gripper command the env holds (None: the policy commands the gripper)."""
@@ -169,6 +195,7 @@ class LearnerEnvConfig:
             max_episode_steps=self.max_episode_steps,
             success_reward=self.task_reward == "sparse",
             python=self.env_python,
+            make_kwargs=tuple(sorted(parse_env_kwargs(self.env_kwargs).items())),
         )
 
     def env_setup(self) -> EnvSetup:

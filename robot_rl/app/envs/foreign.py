@@ -182,7 +182,9 @@ class ForeignExpert:
         self._foreign = foreign
 
     def reset(self, rng) -> None:
-        pass
+        reset = getattr(self._function, "reset", None)
+        if callable(reset):  # a stateful policy object: each takeover starts its phases anew
+            reset()
 
     def act(self, obs, info):
         from robot_rl.core import keys

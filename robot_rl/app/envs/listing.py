@@ -42,6 +42,8 @@ class EnvsConfig:
     """--env: the info key read as success (None: is_success, else success)."""
     success_reward_at: float | None = None
     """--env without a success key: success is a reward at or above this."""
+    env_kwargs: str | None = None
+    """--env: keyword arguments of ``gym.make``, a JSON object."""
     env_python: str | None = None
     """--env: make the env in this other Python interpreter (its venv needs numpy, gymnasium and
     the env, not robot_rl), for an env whose pins conflict with ours."""
@@ -61,6 +63,7 @@ class EnvsConfig:
             success_key=self.success_key,
             success_reward_at=self.success_reward_at,
             env_python=self.env_python,
+            env_kwargs=self.env_kwargs,
         ).foreign_setup()
 
 

@@ -89,7 +89,8 @@ class FunctionPolicy:
     """A scripted policy written for a foreign env: ``function(observation, info)`` with the
     env's own observation (not the learner's mapping of it) returns an action in the env's own
     units, which enters the data as the learner's [-1, 1] action
-    (:meth:`robot_rl.wrappers.foreign_env.ForeignEnv.policy_action`)."""
+    (:meth:`robot_rl.wrappers.foreign_env.ForeignEnv.policy_action`). A policy with phases is
+    a callable object with a ``reset()`` method, called at every episode start."""
 
     def __init__(self, function, env: gym.Env, name: str) -> None:
         from robot_rl.wrappers.foreign_env import find_foreign_env
@@ -101,7 +102,9 @@ class FunctionPolicy:
         self._function = function
 
     def reset(self, rng: np.random.Generator) -> None:
-        pass
+        reset = getattr(self._function, "reset", None)
+        if callable(reset):  # a stateful policy object: a new episode
+            reset()
 
     def act(self, obs: Any, info: dict) -> np.ndarray:
         return self._foreign.policy_action(self._function(self._foreign.raw_obs, info))

@@ -92,6 +92,8 @@ class ActorEnvFlags:
     """--env: the info key read as success."""
     success_reward_at: Annotated[DisallowNone[float | None], _FROM_LEARNER] = None
     """--env without a success key: success is a reward at or above this."""
+    env_kwargs: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
+    """--env: keyword arguments of ``gym.make``, a JSON object."""
     env_python: Annotated[DisallowNone[str | None], _FROM_LEARNER] = None
     """--env: make the env in this other Python interpreter (an env whose pins conflict with
     ours); the learner's path unless given here (this machine's own wins)."""
