@@ -327,3 +327,47 @@ def expert_demos(task: ExternalTask, env: gym.Env, episodes: int, seed: int) -> 
     for o, a, r, n, t in steps:
         buf.add(o, a, r, n, t, False)
     return buf
+
+
+# -- the same tasks from the command line (``robot-rl ... --env _external_envs:ID``) ----------
+
+CLI_ID = "robot_rl_bench/{name}-v0"
+"""The gymnasium id each task registers under when this module is imported (with ``bench/`` on
+PYTHONPATH): ``robot-rl train --env _external_envs:robot_rl_bench/fetch_pick_place-v0``.
+``gym.make``'s ``seed`` keyword (``--env-kwargs '{"seed": 3}'``) is the task's make seed."""
+
+
+def _make_registered(name: str, seed: int = 0) -> gym.Env:
+    return TASKS[name].make(seed)
+
+
+class CliExpert:
+    """A task's scripted expert as a ``--policy module:function`` object: called with the env's
+    own observation and info, reset at every episode start (``robot-rl collect`` does)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._expert: Any = None
+
+    def reset(self) -> None:
+        if self._expert is None:
+            self._expert = TASKS[self.name].expert(None)
+        self._expert.reset()
+
+    def __call__(self, obs: Any, info: Any) -> np.ndarray:
+        if self._expert is None:
+            self.reset()
+        return self._expert.act(obs)
+
+
+def _register_cli_ids() -> None:
+    import functools
+
+    for name in TASKS:
+        env_id = CLI_ID.format(name=name)
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=functools.partial(_make_registered, name))
+        globals()[f"expert_{name}"] = CliExpert(name)
+
+
+_register_cli_ids()

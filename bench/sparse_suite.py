@@ -233,6 +233,11 @@ class SuiteConfig:
     plot: Path | None = None
     keep_runs: Path | None = None
     """Keep the run directories here (None: temporary)."""
+    via: str = "api"
+    """External tasks: api (the Python Trainer, as bench/_external_envs.py builds them) or cli
+    (`robot-rl collect` and `robot-rl train` with `--env _external_envs:robot_rl_bench/<task>-v0`,
+    as a user would; fetch_pick_place and the *_fresh tasks, configs default and
+    default_offset*-like ones). Use another --jsonl for each."""
     single: str | None = None
     """Internal: run one "task,config,seed" and print its record."""
 
@@ -372,6 +377,59 @@ def run_external(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path
     return out
 
 
+CLI_TASKS = ("fetch_pick_place", "metaworld_push_fresh", "metaworld_pick_place_fresh")
+"""External tasks whose CLI run is the API run's equal: their make seed does not matter (Fetch
+ignores it; a fresh layout comes from each reset's seed), so one ``--env-kwargs`` seed for the
+train, evaluation and demo envs gives the episodes the API's three make seeds give."""
+
+
+def run_external_cli(task: str, config: str, seed: int, cfg: SuiteConfig, root: Path) -> dict:
+    """``run_external`` as a user would run it: ``robot-rl collect`` with the task's scripted
+    expert (``--policy _external_envs:expert_<task>``), then ``robot-rl train``, both with
+    ``--env _external_envs:robot_rl_bench/<task>-v0``, and the API run's settings as flags."""
+    import _external_envs as ext
+
+    from robot_rl.learner.config import TrainConfig
+
+    if task not in CLI_TASKS:
+        raise SystemExit(f"--via cli runs {', '.join(CLI_TASKS)}, not {task}")
+    extra = {k: v for k, v in CONFIGS[config].items() if k != "reward_offset"}
+    if not config.startswith("default") or extra:
+        raise SystemExit(f"--via cli runs the default agent (+ reward_offset), not {config}")
+    env = ["--env", f"_external_envs:{ext.CLI_ID.format(name=task)}",
+           "--env-kwargs", json.dumps({"seed": seed})]  # fmt: skip
+    if task == "fetch_pick_place":  # the API's ObsAdapter flattens the goal Dict by sorted key
+        env += ["--env-state", "achieved_goal", "desired_goal", "observation"]
+    here = str(Path(__file__).resolve().parent)
+    penv = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p)}  # fmt: skip
+
+    def cli(*args: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "robot_rl.cli.main", *args, "--json"],
+                              capture_output=True, text=True, env=penv)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"robot-rl {args[0]} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    demos = root / "demos.zarr"
+    cli("collect", *env, "--policy", f"_external_envs:expert_{task}", "--episodes",
+        str(cfg.demos), "--seed", str(2_000_000 + seed), "--out", str(demos))  # fmt: skip
+    loop = _loop(config)
+    args = [*env, "--demos", str(demos), "--steps", str(cfg.steps or _steps(task)),
+            "--seed", str(seed), "--eval-every-steps", str(cfg.eval_every),
+            "--eval-episodes", str(cfg.eval_episodes), "--num-threads", str(cfg.num_threads),
+            "--learning-starts", str(TrainConfig.learning_starts), "--run", str(root / "run"),
+            "--no-progress"]  # fmt: skip
+    if "reward_offset" in loop:
+        args += ["--reward-offset", str(loop["reward_offset"])]
+    res = cli("train", *args)
+    evals = [json.loads(s) for s in (root / "run" / "eval.jsonl").read_text().splitlines()]
+    out = _curve_figures([(e["env_steps"], e["success_rate"]) for e in evals])
+    out.update(updates=res["updates"], reward_warnings=res["reward_warnings"],
+               reward=ext.TASKS[task].reward, cli_env=env)  # fmt: skip
+    return out
+
+
 def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
     from robot_rl.cli.main import configure_headless_gl
 
@@ -380,7 +438,8 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) if cfg.keep_runs is None else cfg.keep_runs / f"{task}_{config}_{seed}"
         root.mkdir(parents=True, exist_ok=True)
-        fn = run_twin if _split_arm(task)[0].partition(":")[0] in TWIN_TASKS else run_external
+        twin = _split_arm(task)[0].partition(":")[0] in TWIN_TASKS
+        fn = run_twin if twin else run_external_cli if cfg.via == "cli" else run_external
         figures = fn(task, config, seed, cfg, root)
     return {
         "benchmark": "sparse_suite",
@@ -397,6 +456,7 @@ def run_one(task: str, config: str, seed: int, cfg: SuiteConfig) -> dict:
             "task_reward": _task_reward(task),
             "arm": _split_arm(task)[1],
         },  # fmt: skip
+        "via": cfg.via,
         "machine": machine_info(),
         "wall_s": time.perf_counter() - t0,
         **figures,
@@ -423,7 +483,7 @@ def run_suite(cfg: SuiteConfig) -> None:
     running: list[tuple[tuple, subprocess.Popen]] = []
     base = [sys.executable, __file__, "--jsonl", str(cfg.jsonl), "--demos", str(cfg.demos),
             "--eval-every", str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes),
-            "--num-threads", str(cfg.num_threads)]  # fmt: skip
+            "--num-threads", str(cfg.num_threads), "--via", cfg.via]  # fmt: skip
     if cfg.steps is not None:
         base += ["--steps", str(cfg.steps)]
     if cfg.keep_runs is not None:
@@ -479,6 +539,7 @@ def summarize(cfg: SuiteConfig) -> list[dict]:
             "benchmark": "sparse_suite_summary",
             "task": task,
             "config": config,
+            "via": sorted({r.get("via", "api") for r in rs}),
             "agent_overrides": rs[0]["agent_overrides"],
             "settings": rs[0]["settings"],
             "machine": rs[0]["machine"],
