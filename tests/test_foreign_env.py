@@ -257,3 +257,38 @@ def test_env_kwargs_reach_gym_make_and_a_phased_policy_object_is_reset_each_epis
         wins += bool(info[keys.INFO_SUCCESS])
     env.close()
     assert toy_foreign_envs.axis_by_axis.resets == 5 and wins == 5
+
+
+def test_a_foreign_envs_demos_go_out_as_lerobot_and_come_back_to_train(tmp_path: Path) -> None:
+    """The worked example of docs/your_env.md: demos of a foreign env exported as a LeRobot
+    dataset, imported back, and trained from (the import keeps actions and states)."""
+    pytest.importorskip("pyarrow")
+    env = ["--env", "toy_foreign_envs:ToyPointGoal-v0", "--task-reward", "sparse"]
+    demos, out, back = tmp_path / "demos.zarr", tmp_path / "demos_lerobot", tmp_path / "back.zarr"
+    proc = _cli("collect", *env, "--policy", "toy_foreign_envs:goal_expert", "--episodes", "8",
+                "--out", str(demos))  # fmt: skip
+    assert proc.returncode == 0 and "episodes of toy_foreign_envs:ToyPointGoal-v0" in proc.stdout
+    proc = _cli("dataset", "export", str(demos), "--format", "lerobot", "--out", str(out))
+    assert proc.returncode == 2 and "pass --fps" in proc.stderr  # no time stamps to tell it
+    proc = _cli("dataset", "export", str(demos), "--format", "lerobot", "--fps", "10",
+                "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "task 'toy_foreign_envs:ToyPointGoal-v0'" in proc.stdout
+    proc = _cli("dataset", "import", str(out), "--out", str(back), "--json")
+    assert proc.returncode == 0, proc.stderr
+    from robot_rl.replay import EpisodeLog
+
+    logs = [EpisodeLog.open(p) for p in (demos, back)]
+    try:
+        a, b = ([lg.read_episode(i) for i in range(lg.num_episodes)] for lg in logs)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x["action"], y["action"])
+            np.testing.assert_allclose(x["obs"]["state"], y["obs"]["state"], rtol=1e-6)
+    finally:
+        for lg in logs:
+            lg.close()
+    proc = _cli("train", *env, "--demos", str(back), "--steps", "300", "--eval-every-steps",
+                "300", "--eval-episodes", "2", "--run", str(tmp_path / "run"), "--no-progress",
+                "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["demo_transitions"] == sum(len(x["action"]) for x in a)

@@ -47,7 +47,8 @@ def print_rollout(result: dict) -> None:
 def print_collect(result: dict) -> None:
     """One human-readable line about what was written."""
     print(
-        f"wrote {result['episodes_written']} {result['policy']} episodes of {result['task']} "
+        f"wrote {result['episodes_written']} {result['policy']} episodes of "
+        f"{result['task'] or result.get('env')} "
         f"({result['obs']}) to {result['out']} in {result['attempts']} attempts; the dataset "
         f"now holds {result['dataset_episodes']} episodes / {result['dataset_steps']} steps"
     )

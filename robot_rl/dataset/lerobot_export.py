@@ -150,7 +150,8 @@ def export_lerobot(
             f"{opts.sources}, only_success={opts.only_success})"
         )
     fps = opts.fps if opts.fps is not None else control_fps(log)
-    task = opts.task_text or str((log.meta.get("env") or {}).get("task") or "robot_rl task")
+    env = log.meta.get("env") or {}
+    task = opts.task_text or str(env.get("env") or env.get("task") or "robot_rl task")
     features = build_features(log)
     schema = arrow_schema(features)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"

@@ -46,7 +46,10 @@ def control_fps(log: EpisodeLog) -> int:
         dts = np.concatenate(dts) if dts else np.zeros(0)
         dts = dts[dts > 0]
         if not len(dts):
-            raise ValueError(f"{log.path}: cannot tell the control rate; pass --fps")
+            raise ValueError(
+                f"{log.path}: cannot tell the control rate (its steps carry no time stamps, as "
+                "an env robot_rl did not write gives none); pass --fps, the rate the env steps at"
+            )
         hz, how = 1.0 / float(np.median(dts)), "the median interval of the step stamps"
     fps = round(float(hz))
     if fps < 1 or abs(fps - float(hz)) > 0.02 * fps:

@@ -453,7 +453,8 @@ def _collect_by_teleop(cfg: CollectConfig, progress: bool) -> dict:
         adapter = ObsAdapter(env.observation_space)
         amap = ActionMap(env.action_space)
         axes = TeleopAxes.parse(cfg.teleop_axes, amap.dim)
-        log = open_demo_log(cfg, adapter, amap, policy="teleop", extra={"teleop_axes": axes.spec()})
+        extra = {"teleop_axes": axes.spec(), "control_hz": cfg.teleop_hz}
+        log = open_demo_log(cfg, adapter, amap, policy="teleop", extra=extra)
         device = open_device(cfg.teleop, cfg.teleop_events, cfg.teleop_hz)
         summary = record_by_teleop(cfg, env, device, axes, adapter, amap, log, progress)
         total_eps, total_steps = log.num_episodes, log.num_steps
