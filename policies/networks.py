@@ -291,6 +291,17 @@ class TanhGaussianActor(nn.Module):
         """Deterministic action tanh(mean): (B, A)."""
         return torch.tanh(self.dist_params(features)[0])
 
+    def sample_and_mode(
+        self, features: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`sample` and :meth:`mode` from one pass of the network (the same values as
+        the two calls): action (B, A), log-prob (B,), deterministic action (B, A)."""
+        mean, log_std = self.dist_params(features)
+        noise_device = generator.device if generator is not None else mean.device
+        eps = torch.randn(mean.shape, generator=generator, device=noise_device).to(mean)
+        u = mean + log_std.exp() * eps
+        return torch.tanh(u), tanh_gaussian_log_prob(u, mean, log_std), torch.tanh(mean)
+
 
 def tanh_gaussian_log_prob(
     u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor

@@ -302,32 +302,46 @@ class SACAgent:
             loss (scalar), log-probs (B,) detached (for the temperature loss).
         """
         z = z.detach()
-        a, logp = self.actor.sample(z, self.gen)
+        bc = self.cfg.bc_weight > 0 and batch is not None
+        if bc:  # the BC term's deterministic action from the same pass of the actor
+            a, logp, mode = self.actor.sample_and_mode(z, self.gen)
+        else:
+            a, logp = self.actor.sample(z, self.gen)
         q = self._q_values(self.critic(z, a, detach_params=True))  # (N, B)
         q = q.mean(0) if self.cfg.actor_q == "mean" else q.min(0).values
         loss = (self.alpha.detach() * logp - q).mean()
-        if self.cfg.bc_weight > 0 and batch is not None:
+        if bc:
             if self.cfg.bc_normalize:  # TD3+BC: the Q term in units of the batch's |Q|
                 loss = loss / q.detach().abs().mean().clamp_min(1.0)
-            loss = loss + self.cfg.bc_weight * self._bc_loss(z, batch)
+            loss = loss + self.cfg.bc_weight * self._bc_loss(z, batch, mode)
         return loss, logp.detach()
 
-    def _bc_loss(self, z: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Mean squared error of the deterministic arm action against the batch's on its
-        demonstration and intervened rows (Q-filtered with ``cfg.bc_q_filter``); 0 if none."""
+    def _bc_loss(self, z: torch.Tensor, batch: Batch, mode: torch.Tensor) -> torch.Tensor:
+        """Mean squared error of the deterministic arm action ``mode`` (B, A_arm) against the
+        batch's on its demonstration and intervened rows (Q-filtered with
+        ``cfg.bc_q_filter``); 0 if none."""
         target = batch.action[:, : self.arm_dim].float()  # (B, A_arm)
         rows = batch.is_demo.bool() | batch.intervened.bool()  # (B,)
         # No demo and no person in this batch: nothing to clone. On the CPU skip the work (the
-        # Q filter's two critic passes); on an accelerator the check would cost a host sync per
+        # Q filter's critic pass); on an accelerator the check would cost a host sync per
         # update, and the masked mean below is 0 anyway.
         if self.device.type == "cpu" and not bool(rows.any()):
             return z.new_zeros(())
-        mode = self.actor.mode(z)  # (B, A_arm)
         if self.cfg.bc_q_filter:
-            with torch.no_grad():
-                q_data = self._q_values(self.critic(z, target)).mean(0)  # (B,)
-                q_pi = self._q_values(self.critic(z, mode)).mean(0)
-            kept = rows & (q_data >= q_pi)
+            with torch.no_grad():  # Q of the data's action and of the policy's, in one pass
+                # On the CPU only the rows to clone (a demo-mixed batch is half demos): the
+                # pass is the BC term's largest cost. On an accelerator the row count would
+                # cost a host sync, so it rates the whole batch.
+                idx = rows.nonzero().squeeze(1) if self.device.type == "cpu" else None
+                zs, ts, ms = (z, target, mode) if idx is None else (z[idx], target[idx], mode[idx])
+                b = zs.shape[0]
+                both = self.critic(torch.cat([zs, zs]), torch.cat([ts, ms.detach()]))
+                q = self._q_values(both).mean(0)  # (2b,)
+                better = q[:b] >= q[b:]
+            if idx is None:
+                kept = rows & better
+            else:
+                kept = torch.zeros_like(rows).index_fill(0, idx[better], True)
             self._bc_kept = kept.sum() / rows.sum().clamp_min(1)  # logged: the filter's pass rate
             rows = kept
         err = ((mode - target) ** 2).sum(-1)  # (B,)

@@ -88,9 +88,20 @@ def test_q_filter_clones_only_rows_the_critics_rate_at_least_as_high_as_the_poli
     keep = batch.is_demo & (q_data >= q_pi)
     assert 0 < int(keep.sum()) < int(batch.is_demo.sum())  # the filter drops some, keeps some
     err = ((mode - batch.action) ** 2).sum(-1)
-    torch.testing.assert_close(agent._bc_loss(z, batch), err[keep].mean())
+    torch.testing.assert_close(agent._bc_loss(z, batch, mode), err[keep].mean())
     unfiltered = SACAgent(LAYOUT, ADIM, small_sac(bc_weight=1.0), seed=0)
-    torch.testing.assert_close(unfiltered._bc_loss(z, batch), err[batch.is_demo].mean())
+    torch.testing.assert_close(unfiltered._bc_loss(z, batch, mode), err[batch.is_demo].mean())
+
+
+def test_sample_and_mode_is_sample_and_mode_from_one_pass():
+    agent = SACAgent(LAYOUT, ADIM, small_sac(), seed=0)
+    z = agent.encoder(_batches("is_demo")().obs).detach()
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    a, logp = agent.actor.sample(z, g1)
+    a2, logp2, mode = agent.actor.sample_and_mode(z, g2)
+    torch.testing.assert_close(a2, a, rtol=0, atol=0)
+    torch.testing.assert_close(logp2, logp, rtol=0, atol=0)
+    torch.testing.assert_close(mode, agent.actor.mode(z), rtol=0, atol=0)
 
 
 def test_the_q_filters_pass_rate_is_reported():
