@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,9 @@ import pytest
 from robot_rl.core import keys
 from robot_rl.replay import ObsAdapter
 from robot_rl.wrappers.foreign_env import ForeignEnv, ForeignEnvError, ObsMapping, plan_mapping
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_helpers import run_cli  # noqa: E402
 
 
 class ToyEnv(gym.Env):
@@ -149,18 +151,7 @@ def test_an_observation_with_nothing_usable_and_wrong_names_are_refused() -> Non
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """``robot-rl ARGS`` with this folder on PYTHONPATH (where toy_foreign_envs lives)."""
-    here = str(Path(__file__).resolve().parent)
-    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PYTHONPATH=path, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa"))
-    return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(*args)
 
 
 def test_envs_env_prints_the_mapping_of_a_registered_module_env_and_refuses_unknown_ids() -> None:

@@ -8,7 +8,6 @@ the lowest boundary, and the replay runs them through the keyboard's own parser)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,27 +22,14 @@ from robot_rl.replay import EpisodeLog
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import toy_foreign_envs  # noqa: E402  (registers the toy envs)
+from cli_helpers import flat, run_cli  # noqa: E402
 
 TOY = "toy_foreign_envs:ToyPointGoal-v0"
 NO_EVAL = ("--eval-every-steps", "10000", "--eval-episodes", "2")  # the final evaluation only
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """``robot-rl ARGS`` with this folder on PYTHONPATH (where toy_foreign_envs lives)."""
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=path, COLUMNS="400"),
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _flat(text: str) -> str:
-    """An error message as one line (tyro draws a box around a config's refusal)."""
-    return " ".join(text.replace("│", " ").split())
+    return run_cli(*args)
 
 
 def _keyboard_file(path: Path, episodes: list[list[tuple[float, str]]]) -> Path:
@@ -172,9 +158,9 @@ def test_collect_teleop_refuses_what_cannot_work_saying_what_to_change(tmp_path:
     ]  # fmt: skip
     for i, (args, match) in enumerate(cases):
         proc = _cli("collect", "--env", TOY, *args, "--out", str(tmp_path / f"d{i}.zarr"))
-        assert proc.returncode == 2 and match in _flat(proc.stderr), (args, proc.stderr)
+        assert proc.returncode == 2 and match in flat(proc.stderr), (args, proc.stderr)
     proc = _cli("collect", "--teleop", "keyboard", "--out", str(tmp_path / "twin.zarr"))
-    assert proc.returncode == 2 and "robot-rl record" in _flat(proc.stderr)
+    assert proc.returncode == 2 and "robot-rl record" in flat(proc.stderr)
 
 
 def _run_log(run: Path) -> dict:
@@ -244,8 +230,8 @@ def test_a_person_at_a_replayed_keyboard_takes_over_in_training(tmp_path: Path) 
     np.testing.assert_array_equal(acts[:12], np.tile([1.0, 0.0], (12, 1)))
     np.testing.assert_array_equal(acts[12:], np.tile([0.0, -1.0], (6, 1)))
     proc = _cli("train", "--env", TOY, "--human", "teleop", "--run", str(tmp_path / "r2"))
-    assert proc.returncode == 2 and "--teleop keyboard" in _flat(proc.stderr)
+    assert proc.returncode == 2 and "--teleop keyboard" in flat(proc.stderr)
     proc = _cli("train", "--env", TOY, "--human", "sim", "--run", str(tmp_path / "r3"))
-    assert proc.returncode == 2 and "--human-policy module:function" in _flat(proc.stderr)
+    assert proc.returncode == 2 and "--human-policy module:function" in flat(proc.stderr)
     proc = _cli("train", "--teleop", "keyboard", "--run", str(tmp_path / "r4"))
-    assert proc.returncode == 2 and "robot_rl did not write" in _flat(proc.stderr)
+    assert proc.returncode == 2 and "robot_rl did not write" in flat(proc.stderr)

@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 import toy_foreign_envs  # noqa: E402,F401  (registers the toy envs here too)
+from cli_helpers import run_cli  # noqa: E402
 
 FOREIGN_PY = REPO / ".venv-foreign-env" / "bin" / "python"
 WORKER_ENV = {"PYTHONPATH": str(HERE)}
@@ -125,15 +126,7 @@ def _foreign_python() -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=path, COLUMNS="400"),
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(*args)
 
 
 def test_an_env_that_pins_another_mujoco_trains_behind_env_python(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import tyro
 
 from robot_rl.app.envs.build import EnvSetup, WrapperConfig, check_task
+from robot_rl.app.envs.collect_teleop import step_record
 from robot_rl.app.envs.devices import DeviceKind
 from robot_rl.core import keys
 from robot_rl.core.features import DEFAULT_IMAGE_SIZE
@@ -514,19 +515,9 @@ def _record_episode(
         o = adapter.to_learner(obs)
         obs, reward, terminated, truncated, info = env.step(amap.to_env(a))
         stamps = obs.get(keys.STAMPS, {})
+        stamp = float(np.asarray(stamps.get(keys.STAMP_STATE, 0.0)))
         steps.append(
-            dict(
-                obs_learner=o,
-                action=a,
-                policy_action=a,
-                reward=float(reward),
-                terminated=bool(terminated),
-                truncated=bool(truncated),
-                intervened=False,
-                policy_version=0,
-                stamp_s=float(np.asarray(stamps.get(keys.STAMP_STATE, 0.0))),
-                next_obs_learner=adapter.to_learner(obs),
-            )
+            step_record(o, a, reward, terminated, truncated, False, stamp, adapter.to_learner(obs))
         )
         ret += float(reward)
         success = success or bool(info.get(keys.INFO_SUCCESS, False))

@@ -37,6 +37,26 @@ from robot_rl.core import keys
 END_BUTTONS = ("discard", "failure", "success", "reset")
 
 
+def step_record(
+    obs_learner, action, reward, terminated, truncated, intervened: bool, stamp_s: float,
+    next_obs_learner,
+) -> dict[str, Any]:  # fmt: skip
+    """One step of a demo as ``EpisodeLog.append``'s keywords (the action is the policy's
+    [-1, 1] action, stored as both the executed and the proposed one; policy version 0)."""
+    return dict(
+        obs_learner=obs_learner,
+        action=action,
+        policy_action=action,
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        intervened=intervened,
+        policy_version=0,
+        stamp_s=float(stamp_s),
+        next_obs_learner=next_obs_learner,
+    )
+
+
 def record_by_teleop(cfg, env, device, axes, adapter, amap, log, progress: bool = True) -> dict:
     """Record up to ``cfg.episodes`` episodes (``cfg`` a
     :class:`robot_rl.app.envs.collect.CollectConfig`) of ``env`` driven from ``device``
@@ -107,18 +127,16 @@ class _Recorder:
             obs, reward, terminated, truncated, info = env.step(self.amap.to_env(a))
             success = success or bool(info.get(keys.INFO_SUCCESS, False))
             steps.append(
-                dict(
-                    obs_learner=o,
-                    action=a,
-                    policy_action=a,
-                    reward=float(reward),
-                    terminated=bool(terminated),
-                    truncated=bool(truncated),
-                    intervened=True,
-                    policy_version=0,
-                    stamp_s=device.now(),
-                    next_obs_learner=self.adapter.to_learner(obs),
-                )
+                step_record(
+                    o,
+                    a,
+                    reward,
+                    terminated,
+                    truncated,
+                    True,
+                    device.now(),
+                    self.adapter.to_learner(obs),
+                )  # fmt: skip
             )
             if terminated:
                 end = "env_terminated"
