@@ -46,6 +46,9 @@ def test_the_in_loop_target_counts_a_corrected_episode_as_a_failure():
     assert f["uncorrected_episodes"] == 4 and f["success_unaided_last_n"] == 3
     assert f["success_unaided_last"] == pytest.approx(2 / 3)  # episodes 4, 5, 6
     assert f["robot_minutes_to_target"] == pytest.approx(50.0 / 60.0)  # episodes 2-4: 2 of 3
+    # Two episodes ended after the window that met it (they finish after the stop is asked).
+    assert f["success_unaided_at_target"] == pytest.approx(2 / 3)
+    assert f["episodes_after_target"] == 2
     assert figures(rows, target=1.0, n=3)["robot_minutes_to_target"] is None
     assert f["classifier_false_positives"] == 1 and f["classifier_false_negatives"] == 1
     assert f["interventions"] == 6

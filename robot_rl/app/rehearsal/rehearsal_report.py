@@ -94,11 +94,24 @@ def _window_success(rows: list[dict], n: int) -> list[tuple[float, float]]:
     ]
 
 
+def _after_target(f: dict) -> str:
+    """The window that met the target, when episodes ended after it (they finish after the
+    stop is asked and move the last window)."""
+    after = f.get("episodes_after_target")
+    if not after:
+        return ""
+    return (
+        f" (the window that met it: {_fmt(f.get('success_unaided_at_target'))}; {after} "
+        "episodes ended after it)"
+    )
+
+
 def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
     """The report's figures from the joined episodes."""
     last = unaided_successes(rows)[-n:]
     window = _window_success(rows, n)
-    met = next((s for s, rate in window if rate >= target), None)
+    met_at = next((i for i, (_, rate) in enumerate(window) if rate >= target), None)
+    met = None if met_at is None else window[met_at][0]
     fp = sum(r["classifier_success"] and not r["twin_success"] for r in rows)
     fn = sum(r["twin_success"] and not r["classifier_success"] for r in rows)
     return {
@@ -111,6 +124,8 @@ def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
         "target": target,
         "target_episodes": n,
         "robot_minutes_to_target": None if met is None else met / 60.0,
+        "success_unaided_at_target": None if met_at is None else window[met_at][1],
+        "episodes_after_target": None if met_at is None else len(window) - 1 - met_at,
         "classifier_false_positives": int(fp),
         "classifier_false_negatives": int(fn),
         "classifier_false_positives_truth_end": false_positive_truth(rows),
@@ -419,7 +434,8 @@ def summary(report: dict[str, Any]) -> str:
         f"twin's score, a corrected episode counts as a failure; the in-loop early stop): "
         f"**{_fmt(f['success_unaided_last'])}**"
         f" (stops at {cfg['target_success']} over {cfg['target_episodes']}); robot minutes to it: "
-        f"{_fmt(f['robot_minutes_to_target'], '.1f')}; stopped by {train.get('stopped_by')}.",
+        f"{_fmt(f['robot_minutes_to_target'], '.1f')}{_after_target(f)}; stopped by "
+        f"{train.get('stopped_by')}.",
         f"- Robot time {f['robot_minutes']:.1f} min, {f['episodes']} episodes, corrections "
         f"{f['interventions']} (per episode: first half "
         f"{_fmt(f['interventions_first_half'])}, second half "
