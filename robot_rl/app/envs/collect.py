@@ -509,16 +509,16 @@ def _record_episode(
     policy.reset(np.random.default_rng((seed, 1)))
     steps: list[dict[str, Any]] = []
     success, ret = False, 0.0
+    o = adapter.to_learner(obs)
     while True:
         a_env = policy.act(obs, info)
         a = amap.to_policy(a_env)
-        o = adapter.to_learner(obs)
         obs, reward, terminated, truncated, info = env.step(amap.to_env(a))
         stamps = obs.get(keys.STAMPS, {})
         stamp = float(np.asarray(stamps.get(keys.STAMP_STATE, 0.0)))
-        steps.append(
-            step_record(o, a, reward, terminated, truncated, False, stamp, adapter.to_learner(obs))
-        )
+        o_next = adapter.to_learner(obs)
+        steps.append(step_record(o, a, reward, terminated, truncated, False, stamp, o_next))
+        o = o_next  # the next step's observation: mapped once
         ret += float(reward)
         success = success or bool(info.get(keys.INFO_SUCCESS, False))
         if terminated or truncated:

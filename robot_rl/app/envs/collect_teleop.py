@@ -35,6 +35,8 @@ import numpy as np
 from robot_rl.core import keys
 
 END_BUTTONS = ("discard", "failure", "success", "reset")
+"""Buttons that end an episode, in priority order when several are pressed at once (``collect
+--teleop`` and ``record`` alike)."""
 
 
 def step_record(
@@ -110,6 +112,7 @@ class _Recorder:
         g = self.axes.gripper_index
         steps: list[dict[str, Any]] = []
         success, end = False, None
+        o = self.adapter.to_learner(obs)
         while end is None:
             reading = device.read()
             new = reading.buttons - prev_down
@@ -123,21 +126,13 @@ class _Recorder:
             a = self.axes.to_action(reading, hold)
             if g is not None:
                 hold = float(a[g])
-            o = self.adapter.to_learner(obs)
             obs, reward, terminated, truncated, info = env.step(self.amap.to_env(a))
             success = success or bool(info.get(keys.INFO_SUCCESS, False))
+            o_next = self.adapter.to_learner(obs)
             steps.append(
-                step_record(
-                    o,
-                    a,
-                    reward,
-                    terminated,
-                    truncated,
-                    True,
-                    device.now(),
-                    self.adapter.to_learner(obs),
-                )  # fmt: skip
+                step_record(o, a, reward, terminated, truncated, True, device.now(), o_next)
             )
+            o = o_next  # the next step's observation: mapped once
             if terminated:
                 end = "env_terminated"
             elif truncated:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from robot_rl.app.envs.collect_teleop import END_BUTTONS
 from robot_rl.app.teleop.human_answers import HumanAnswers
 from robot_rl.app.teleop.teleop_env import (
     ButtonEdges,
@@ -19,8 +20,6 @@ from robot_rl.core.types import StaleSensorError
 from robot_rl.wrappers.intervention import base_to_policy_action
 
 SuccessFrom = Literal["buttons", "task", "both"]
-END_BUTTONS = ("discard", "failure", "success", "reset")
-"""Buttons that end an episode, in priority order when several are pressed at once."""
 
 
 def success_label(end: str, success_from: SuccessFrom) -> bool | None:
