@@ -32,16 +32,6 @@ EOF2
 )
 }
 
-if [ "${1:-}" = "--check" ]; then
-  usable && exit 0 || exit 1
-fi
-
-if usable; then
-  echo "$PY"
-  exit 0
-fi
-printf '[foreign-env venv] creating %s (%s)\n' "$VENV" "${PINS[*]}" >&2
-[ -x "$PY" ] || "$PYTHON" -m venv "$VENV"
-"$PY" -m pip install --quiet --disable-pip-version-check "${PINS[@]}" >&2
-usable || { echo "[foreign-env venv] the pins do not import after install" >&2; exit 1; }
-echo "$PY"
+# shellcheck source=scripts/_side_venv.sh
+source "$REPO/scripts/_side_venv.sh"
+side_venv_main foreign-env "$@" -- "${PINS[@]}"

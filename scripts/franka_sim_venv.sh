@@ -30,16 +30,6 @@ import franka_sim.mujoco_franka_sim  # noqa: F401  (mujoco + numpy import)
 EOF
 }
 
-if [ "${1:-}" = "--check" ]; then
-  usable && exit 0 || exit 1
-fi
-
-if usable; then
-  echo "$PY"
-  exit 0
-fi
-printf '[franka-sim venv] creating %s (franka-sim==%s)\n' "$VENV" "$VERSION" >&2
-[ -x "$PY" ] || "$PYTHON" -m venv "$VENV"
-"$PY" -m pip install --quiet --disable-pip-version-check "franka-sim==$VERSION" >&2
-usable || { echo "[franka-sim venv] franka_sim does not import after install" >&2; exit 1; }
-echo "$PY"
+# shellcheck source=scripts/_side_venv.sh
+source "$REPO/scripts/_side_venv.sh"
+side_venv_main franka-sim "$@" -- "franka-sim==$VERSION"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Create the optional lerobot venv (.venv-lerobot) for the LeRobot cross-checks in
-# tests/test_dataset_cmd.py (ROBOT_RL_LEROBOT_PYTHON). Idempotent; not part of CI.
+# tests/dataset_cmd/test_lerobot_crosscheck.py (ROBOT_RL_LEROBOT_PYTHON). Idempotent; not part of CI.
 #
 #   bash scripts/lerobot_venv.sh          # create / complete it, print its python
-#   ROBOT_RL_LEROBOT_PYTHON=$(bash scripts/lerobot_venv.sh) .venv/bin/pytest -m slow tests/test_dataset_cmd.py -k lerobot
+#   ROBOT_RL_LEROBOT_PYTHON=$(bash scripts/lerobot_venv.sh) .venv/bin/pytest -m slow tests/dataset_cmd/test_lerobot_crosscheck.py
 #
 # lerobot cannot share robot_rl's venv: lerobot 0.4.4 (the last release for Python 3.11; 0.5+
 # needs 3.12) pins torch < 2.11, and PyPI's torch / torchvision builds for those are CUDA

@@ -43,45 +43,8 @@ from std_msgs.msg import String
 from drivers.ros import convert, qos
 
 from .base import DeviceTeleop
-from .gamepad import GamepadConfig, gamepad_teleop
-from .keyboard import keyboard_teleop
 from .mapping import TeleopMapConfig, joy_from_state
-from .recording import ReplaySource, replay_teleop
-from .spacemouse import SpaceMouseConfig, spacemouse_teleop
-
-DEVICES = ("keyboard", "spacemouse", "gamepad", "replay", "so101_leader")
-
-
-def build_teleop(
-    device: str,
-    file: str | None = None,
-    record: str | None = None,
-    map_config: TeleopMapConfig | None = None,
-    hid_path: str | None = None,
-    event_path: str | None = None,
-    leader: tuple[str, str] | None = None,
-) -> DeviceTeleop:
-    """The Teleop for a ``--device`` choice (not yet connected); ``leader`` is the
-    ``so101_leader``'s (port, calibration file)."""
-    if device == "replay":
-        if file is None:
-            raise ValueError("--device replay needs --file events.jsonl")
-        return replay_teleop(file, map_config)
-    if device == "spacemouse":
-        return spacemouse_teleop(SpaceMouseConfig(path=hid_path), map_config, record)
-    if device == "gamepad":
-        return gamepad_teleop(GamepadConfig(path=event_path), map_config, record)
-    if device == "keyboard":
-        return keyboard_teleop(None, map_config, record)
-    if device == "so101_leader":
-        from .so101_leader import LeaderConfig, so101_leader_teleop  # imports mink: on demand
-
-        if leader is None or not all(leader):
-            raise ValueError("--device so101_leader needs --leader-port and --leader-calibration")
-        if record is not None:
-            raise ValueError("--record: leader readings have no event-file format")
-        return so101_leader_teleop(LeaderConfig(*leader), map_config)
-    raise ValueError(f"unknown device {device!r}; choose from {DEVICES}")
+from .recording import DEVICES, ReplaySource, build_teleop
 
 
 class TeleopNode(Node):

@@ -1,8 +1,9 @@
 """Replaying recorded teleop event files through the device's own parser.
 
 The file format, its codec, the recorder and the loader are in :mod:`drivers.teleop.events`
-(re-exported here); this module adds the replay source and the parser for each device kind,
-so it imports every device module.
+(re-exported here); this module adds the replay source, the parser for each device kind and
+:func:`build_teleop` (a device by name, for the teleop node and ``collect --teleop``), so it
+imports every device module and no ROS.
 """
 
 from __future__ import annotations
@@ -26,18 +27,20 @@ from .events import (
     encode_raw,
     load_recording,
 )
-from .gamepad import GamepadConfig, GamepadParser
-from .keyboard import KeyboardConfig, KeyboardParser
+from .gamepad import GamepadConfig, GamepadParser, gamepad_teleop
+from .keyboard import KeyboardConfig, KeyboardParser, keyboard_teleop
 from .mapping import TeleopMapConfig, TeleopMapper
-from .spacemouse import SpaceMouseConfig, SpaceMouseParser
+from .spacemouse import SpaceMouseConfig, SpaceMouseParser, spacemouse_teleop
 
 __all__ = [
+    "DEVICES",
     "FORMAT",
     "VERSION",
     "Recorder",
     "Recording",
     "RecordingFormatError",
     "ReplaySource",
+    "build_teleop",
     "decode_raw",
     "encode_raw",
     "load_recording",
@@ -169,3 +172,38 @@ def replay_teleop(
         TeleopMapper(map_config or TeleopMapConfig()),
         now_fn=now_fn,
     )
+
+
+DEVICES = ("keyboard", "spacemouse", "gamepad", "replay", "so101_leader")
+
+
+def build_teleop(
+    device: str,
+    file: str | None = None,
+    record: str | None = None,
+    map_config: TeleopMapConfig | None = None,
+    hid_path: str | None = None,
+    event_path: str | None = None,
+    leader: tuple[str, str] | None = None,
+) -> DeviceTeleop:
+    """The Teleop for a ``--device`` choice (not yet connected); ``leader`` is the
+    ``so101_leader``'s (port, calibration file)."""
+    if device == "replay":
+        if file is None:
+            raise ValueError("--device replay needs --file events.jsonl")
+        return replay_teleop(file, map_config)
+    if device == "spacemouse":
+        return spacemouse_teleop(SpaceMouseConfig(path=hid_path), map_config, record)
+    if device == "gamepad":
+        return gamepad_teleop(GamepadConfig(path=event_path), map_config, record)
+    if device == "keyboard":
+        return keyboard_teleop(None, map_config, record)
+    if device == "so101_leader":
+        from .so101_leader import LeaderConfig, so101_leader_teleop  # imports mink: on demand
+
+        if leader is None or not all(leader):
+            raise ValueError("--device so101_leader needs --leader-port and --leader-calibration")
+        if record is not None:
+            raise ValueError("--record: leader readings have no event-file format")
+        return so101_leader_teleop(LeaderConfig(*leader), map_config)
+    raise ValueError(f"unknown device {device!r}; choose from {DEVICES}")

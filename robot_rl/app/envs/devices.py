@@ -146,7 +146,9 @@ def open_device(kind: DeviceKind | None, events: Path | None, control_hz: float)
     elif kind is None:
         raise ValueError("give --teleop keyboard|gamepad|spacemouse or --teleop-events FILE")
     else:
-        teleop = _live_device(kind)
+        from drivers.teleop.recording import build_teleop
+
+        teleop = build_teleop(kind)
         clock = WallPacer(control_hz)
     try:
         teleop.connect()
@@ -157,19 +159,3 @@ def open_device(kind: DeviceKind | None, events: Path | None, control_hz: float)
             "the keyboard a terminal on stdin)"
         ) from e
     return DeviceSession(teleop, clock)
-
-
-def _live_device(kind: str):
-    if kind == "keyboard":
-        from drivers.teleop.keyboard import keyboard_teleop
-
-        return keyboard_teleop()
-    if kind == "gamepad":
-        from drivers.teleop.gamepad import gamepad_teleop
-
-        return gamepad_teleop()
-    if kind == "spacemouse":
-        from drivers.teleop.spacemouse import spacemouse_teleop
-
-        return spacemouse_teleop()
-    raise ValueError(f"--teleop {kind!r}: choose keyboard, gamepad or spacemouse")

@@ -1,21 +1,26 @@
-"""``robot-rl dataset info|export``: on datasets recorded with the real twin (``collect``), plus
-online episodes with interventions and an episode a "crash" left open, written through the real
-EpisodeLog. The LeRobot export is read back with pyarrow, pandas and imageio-ffmpeg; a slow
-test loads it with LeRobot's own ``LeRobotDataset`` when an interpreter that has lerobot is
-named in ``ROBOT_RL_LEROBOT_PYTHON`` (it cannot live in this venv: see README)."""
+"""``robot-rl dataset info|export|import``: on datasets recorded with the real twin (``collect``),
+plus online episodes with interventions and an episode a "crash" left open, written through the
+real EpisodeLog (``dataset_helpers``, fixtures in ``conftest``). The LeRobot export is read back
+with pyarrow, pandas and imageio-ffmpeg; ``test_lerobot_crosscheck.py`` checks both directions
+against LeRobot's own package."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli as robot_rl
+from dataset_helpers import (
+    FPS,
+    IMG,
+    ONLINE_IV,
+    OPEN_STEPS,
+    episodes_of,
+    in_process,
+)
 
 from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
 from robot_rl.core import keys
@@ -26,112 +31,6 @@ pq = pytest.importorskip("pyarrow.parquet")
 pd = pytest.importorskip("pandas")
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
-FPS = 10
-IMG = 32
-ONLINE_IV = np.array([0, 1, 1, 0, 1, 0, 0, 0], dtype=bool)  # intervened steps of the online ep
-OPEN_STEPS = 5  # steps flushed of the episode left open
-
-
-def robot_rl(*args: str) -> subprocess.CompletedProcess:
-    """``python -m robot_rl.cli.main ARGS`` as a real process (stdout, stderr, exit code)."""
-    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa"))
-    return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def in_process(capsys, *args: str) -> tuple[int, str, str]:
-    """``robot-rl ARGS`` through :func:`robot_rl.cli.main.main` (exit code, stdout, stderr)."""
-    from robot_rl.cli.main import main
-
-    capsys.readouterr()
-    try:
-        code = main(list(args))
-    except SystemExit as e:  # tyro rejects options by exiting
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _obs(ep: dict, t: int) -> dict:
-    o: dict = {}
-    if keys.STATE in ep["obs"]:
-        o[keys.STATE] = ep["obs"][keys.STATE][t]
-    if keys.IMAGES in ep["obs"]:
-        o[keys.IMAGES] = {c: v[t] for c, v in ep["obs"][keys.IMAGES].items()}
-    return o
-
-
-def _append_steps(log: EpisodeLog, ep: dict, n: int, iv: np.ndarray, seed: int) -> None:
-    """``n`` steps replaying ``ep``'s observations with random actions (``iv``: intervened)."""
-    rng = np.random.default_rng(seed)
-    for t in range(n):
-        pol = rng.uniform(-1, 1, log.action_dim).astype(np.float32)
-        act = rng.uniform(-1, 1, log.action_dim).astype(np.float32) if iv[t] else pol
-        log.append(
-            obs_learner=_obs(ep, t),
-            action=act,
-            policy_action=pol,
-            reward=float(rng.normal()),
-            terminated=False,
-            truncated=t == n - 1,
-            intervened=bool(iv[t]),
-            policy_version=3 + t // 4,
-            stamp_s=100.0 + (t + 1) / FPS,
-            next_obs_learner=_obs(ep, t + 1),
-        )
-
-
-def _make_dataset(root: Path, obs: str) -> Path:
-    """2 scripted demos from the twin + 1 online episode (ONLINE_IV, failed, time limit) + 1
-    online episode begun and never ended (OPEN_STEPS flushed steps)."""
-    path = root / f"{obs}.zarr"
-    env = LearnerEnvConfig(task="pick_cube", obs=obs, image_size=IMG)
-    run_collect(CollectConfig(env=env, out=path, episodes=2), progress=False)
-    log = EpisodeLog.open(path, mode="a")
-    ep = log.read_episode(0)
-    assert ep["meta"].length > len(ONLINE_IV) > OPEN_STEPS
-    log.begin_episode("online", policy_version=3, seed=1)
-    _append_steps(log, ep, len(ONLINE_IV), ONLINE_IV, seed=1)
-    log.end_episode(success=False)
-    log.begin_episode("online", policy_version=5, seed=2)
-    _append_steps(log, ep, OPEN_STEPS, np.zeros(OPEN_STEPS, bool), seed=2)
-    log.close()  # flushes; the episode stays open, as after a crash
-    return path
-
-
-@pytest.fixture(scope="module")
-def pixels(tmp_path_factory) -> Path:
-    return _make_dataset(tmp_path_factory.mktemp("ds"), "pixels")
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory) -> Path:
-    return _make_dataset(tmp_path_factory.mktemp("ds"), "state")
-
-
-@pytest.fixture(scope="module")
-def exported(pixels, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("export") / "lerobot"
-    proc = robot_rl(
-        "dataset", "export", str(pixels), "--format", "lerobot", "--out", str(out),
-        "--task-text", "pick up the red cube", "--repo-id", "local/pick", "--json",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout)
-    assert summary["episodes"] == 4 and summary["fps"] == FPS
-    return out
-
-
-def _episodes(path: Path) -> list[dict]:
-    log = EpisodeLog.open(path, unfinished="truncate")
-    return [log.read_episode(i) for i in range(log.num_episodes)]
-
 
 # -- info --------------------------------------------------------------------------------------
 
@@ -140,7 +39,7 @@ def test_info_json_matches_what_was_written(pixels):
     proc = robot_rl("dataset", "info", str(pixels), "--json")
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
-    eps = _episodes(pixels)
+    eps = episodes_of(pixels)
     lengths = [e["meta"].length for e in eps]
     assert r["episodes"] == 4 and r["steps"] == sum(lengths)
     assert lengths[2:] == [len(ONLINE_IV), OPEN_STEPS]
@@ -201,7 +100,7 @@ def test_export_info_json_has_what_the_loader_needs(exported, pixels):
     assert info["codebase_version"] == "v3.0"
     assert info["fps"] == FPS and isinstance(info["fps"], int)
     assert info["total_episodes"] == 4 and info["total_tasks"] == 1
-    assert info["total_frames"] == sum(e["meta"].length for e in _episodes(pixels))
+    assert info["total_frames"] == sum(e["meta"].length for e in episodes_of(pixels))
     assert info["splits"] == {"train": "0:4"}
     assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     assert info["video_path"] == (
@@ -226,7 +125,7 @@ def test_export_info_json_has_what_the_loader_needs(exported, pixels):
 
 
 def test_export_frames_equal_the_zarr_source(exported, pixels):
-    eps = _episodes(pixels)
+    eps = episodes_of(pixels)
     info = json.loads((exported / "meta" / "info.json").read_text())
     data = pq.read_table(exported / "data" / "chunk-000" / "file-000.parquet")
     non_video = [k for k, v in info["features"].items() if v["dtype"] != "video"]
@@ -271,7 +170,7 @@ def test_export_frames_equal_the_zarr_source(exported, pixels):
 
 
 def test_export_videos_hold_every_frame_in_order(exported, pixels):
-    eps = _episodes(pixels)
+    eps = episodes_of(pixels)
     for cam in ("front", "wrist"):
         src = np.concatenate([e["obs"]["images"][cam] for e in eps])
         path = exported / "videos" / f"observation.images.{cam}" / "chunk-000" / "file-000.mp4"
@@ -288,7 +187,7 @@ def test_export_videos_hold_every_frame_in_order(exported, pixels):
 
 
 def test_export_stats_match_the_data(exported, pixels):
-    eps = _episodes(pixels)
+    eps = episodes_of(pixels)
     stats = json.loads((exported / "meta" / "stats.json").read_text())
     info = json.loads((exported / "meta" / "info.json").read_text())
     assert set(stats) == set(info["features"])
@@ -330,7 +229,7 @@ def test_export_state_dataset_with_filters_and_no_cameras(state, tmp_path, capsy
     assert not (out / "videos").exists()
     assert not any(v["dtype"] == "video" for v in info["features"].values())
     data = pq.read_table(out / "data" / "chunk-000" / "file-000.parquet")
-    eps = [e for e in _episodes(state) if e["meta"].source == "demo"]
+    eps = [e for e in episodes_of(state) if e["meta"].source == "demo"]
     assert data.num_rows == sum(e["meta"].length for e in eps)
     tasks = pd.read_parquet(out / "meta" / "tasks.parquet")
     assert list(tasks.index) == ["pick_cube"]  # the log's task name by default
@@ -362,162 +261,6 @@ def test_export_refuses_bad_requests_and_leaves_nothing_behind(state, tmp_path, 
     code, _, err = in_process(capsys, "dataset", "export", str(odd), "--out", str(tmp_path / "z"))
     assert code == 2 and "even" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.zarr", "x"]  # no partial export
-
-
-# -- the real LeRobot loader (optional, slow) ---------------------------------------------------
-
-LOADER = textwrap.dedent(
-    """
-    import json, sys
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    ds = LeRobotDataset(sys.argv[2], root=sys.argv[1], video_backend="torchcodec",
-                        delta_timestamps={"observation.images.front": [-0.1, 0.0],
-                                          "action": [0.0, 0.1]})
-    out = {"len": len(ds), "episodes": ds.num_episodes, "fps": ds.fps, "items": []}
-    for i in range(len(ds)):
-        it = ds[i]
-        out["items"].append({
-            "episode_index": int(it["episode_index"]), "frame_index": int(it["frame_index"]),
-            "task": it["task"], "action": it["action"][0].tolist(),
-            "action_is_pad": it["action_is_pad"].tolist(),
-            "state": it["observation.state"].tolist(),
-            "front": list(it["observation.images.front"].shape),
-            "front_now": (it["observation.images.front"][1] * 255).round().byte().tolist(),
-            "wrist": list(it["observation.images.wrist"].shape),
-        })
-    print(json.dumps(out))
-    """
-)
-
-
-@pytest.mark.slow
-def test_lerobot_loader_reads_the_export(exported, pixels):
-    python = os.environ.get("ROBOT_RL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set ROBOT_RL_LEROBOT_PYTHON: a python with lerobot (scripts/lerobot_venv.sh)")
-    proc = subprocess.run(
-        [python, "-c", LOADER, str(exported), "local/pick"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=exported.parent,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    eps = _episodes(pixels)
-    assert out["len"] == sum(e["meta"].length for e in eps) and out["episodes"] == 4
-    assert out["fps"] == FPS
-    items = iter(out["items"])
-    errs = []
-    for k, ep in enumerate(eps):
-        for t in range(ep["meta"].length):
-            it = next(items)
-            assert (it["episode_index"], it["frame_index"]) == (k, t)
-            assert it["task"] == "pick up the red cube"
-            assert np.allclose(it["action"], ep["action"][t])
-            assert it["action_is_pad"] == [False, t == ep["meta"].length - 1]
-            assert np.allclose(it["state"], ep["obs"]["state"][t])
-            assert it["front"] == [2, 3, IMG, IMG] and it["wrist"] == [3, IMG, IMG]
-            now = np.asarray(it["front_now"], dtype=np.int16).transpose(1, 2, 0)  # (H, W, 3)
-            err = np.abs(now - ep["obs"]["images"]["front"][t]).mean()
-            errs.append(err)
-    assert max(errs) < 8, errs  # the frame of this episode and step (lossy video)
-
-
-FRAME_SRC = textwrap.dedent(
-    """
-    import numpy as np
-
-    def written_frame(ep, t, side=64):
-        # A 64x64 frame that says its episode (the background) and step (a bright square).
-        img = np.zeros((side, side, 3), np.uint8)
-        img[:, :, 0] = 40 + 80 * ep
-        img[:, :, 2] = np.linspace(0, 200, side, dtype=np.uint8)[None, :]
-        c = 4 + 4 * t
-        img[20:36, c : c + 12] = (250, 250, 60)
-        return img
-
-    def written_state(ep, t):
-        return np.array([ep, t, 0.5], np.float32)
-
-    def written_action(ep, t):
-        return np.array([0.9 * np.sin(t), ep - 0.5], np.float32)
-    """
-)
-
-WRITER = FRAME_SRC + textwrap.dedent(
-    """
-    import sys
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
-    root, vcodec = sys.argv[1], sys.argv[2]
-    feats = {
-        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["ep", "t", "c"]},
-        "action": {"dtype": "float32", "shape": (2,), "names": ["x", "y"]},
-        "observation.images.top": {"dtype": "video", "shape": (64, 64, 3),
-                                   "names": ["height", "width", "channels"]},
-    }
-    ds = LeRobotDataset.create("local/written", fps=10, features=feats, root=root,
-                               use_videos=True, vcodec=vcodec)
-    for ep in range(2):
-        for t in range(12):
-            ds.add_frame({"observation.state": written_state(ep, t),
-                          "action": written_action(ep, t),
-                          "observation.images.top": written_frame(ep, t), "task": "push"})
-        ds.save_episode()
-    ds.finalize()
-    """
-)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("vcodec", ["libsvtav1", "h264"])
-def test_a_dataset_lerobot_writes_imports_with_its_frames_and_actions(tmp_path, vcodec):
-    """The other direction: lerobot's own LeRobotDataset writer (v3.0; AV1, its default codec,
-    and H.264) makes a dataset; ``robot-rl dataset import`` gives back every action and state
-    exactly and every frame at its step (lossy video: close, and closer to its own step than to
-    either neighbour)."""
-    python = os.environ.get("ROBOT_RL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip(
-            "set ROBOT_RL_LEROBOT_PYTHON to a python with lerobot (scripts/lerobot_venv.sh)"
-        )
-    root = tmp_path / "written"
-    proc = subprocess.run([python, "-c", WRITER, str(root), vcodec], capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    back = tmp_path / "back.zarr"
-    proc = robot_rl("dataset", "import", str(root), "--out", str(back), "--json")
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
-    assert out["codebase_version"] == "v3.0" and out["mapping"]["cameras"] == {
-        "top": "observation.images.top"
-    }
-    space: dict = {}
-    exec(FRAME_SRC, space)  # the writer's own frame, state and action functions
-    eps = _episodes(back)
-    assert len(eps) == 2
-    for ep, got in enumerate(eps):
-        n = got["meta"].length
-        assert n == 12
-        want_a = np.stack([space["written_action"](ep, t) for t in range(n)])
-        np.testing.assert_array_equal(got["action"], want_a)
-        want_s = np.stack([space["written_state"](ep, t) for t in range(n)])
-        np.testing.assert_array_equal(got["obs"]["state"][:n], want_s)
-        frames = got["obs"]["images"]["top"][:n].astype(float)
-        want = np.stack([space["written_frame"](ep, t) for t in range(n)]).astype(float)
-        assert frames.shape[1:3] == (IMG, IMG) or frames.shape[1:3] == (64, 64)
-        if frames.shape[1:3] != want.shape[1:3]:  # the import's square resize
-            import cv2
-
-            want = np.stack([cv2.resize(w, frames.shape[1:3][::-1], interpolation=cv2.INTER_AREA)
-                             for w in want.astype(np.uint8)]).astype(float)  # fmt: skip
-        err = np.abs(frames - want).mean(axis=(1, 2, 3))
-        assert err.max() < 8, err
-        own = err[1:-1]
-        prev = np.abs(frames[1:-1] - want[:-2]).mean(axis=(1, 2, 3))
-        nxt = np.abs(frames[1:-1] - want[2:]).mean(axis=(1, 2, 3))
-        assert (own < prev).all() and (own < nxt).all()
 
 
 # -- writers and statistics (no twin) ---------------------------------------------------------
@@ -589,7 +332,7 @@ def test_import_of_an_export_gives_back_its_frames_and_actions(exported, pixels,
         "front": "observation.images.front",
         "wrist": "observation.images.wrist",
     }
-    src, got = _episodes(pixels), _episodes(back)
+    src, got = episodes_of(pixels), episodes_of(back)
     assert len(got) == len(src) == 4
     for a, b in zip(src, got, strict=True):
         n = a["meta"].length
