@@ -131,6 +131,7 @@ def make_human(
     rule: str | HumanConfig,
     near_miss: bool = False,
     arm: str = DEFAULT_ARM,
+    near_miss_margin: float | None = None,
 ) -> SimulatedHuman:
     """The task's scripted expert (acting in ``env_cfg``'s base action space) as a human.
 
@@ -138,6 +139,8 @@ def make_human(
     ``near_miss``: the expert stopped short of success (:mod:`sim.experts.near_miss`): the
     failures that look almost like success, which a person labelling a classifier shows it.
     ``arm``: the twin's arm kind (its task layout sizes the expert's motions, :mod:`sim.layout`).
+    ``near_miss_margin``: the near miss stops below this fraction of the success threshold
+    (None: :data:`sim.experts.near_miss.NEAR_MISS_MARGIN`).
     """
     from sim.backend import TASKS, task_info
 
@@ -145,9 +148,10 @@ def make_human(
         raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
     expert = task_info(task, arm).make_expert(env_cfg)
     if near_miss:
-        from sim.experts.near_miss import NearMissExpert
+        from sim.experts.near_miss import NEAR_MISS_MARGIN, NearMissExpert
 
-        expert = NearMissExpert(expert, task)
+        margin = NEAR_MISS_MARGIN if near_miss_margin is None else near_miss_margin
+        expert = NearMissExpert(expert, task, margin)
     cfg = rule if isinstance(rule, HumanConfig) else HumanConfig(rule=rule)
     return SimulatedHuman(expert, cfg)
 
@@ -244,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         "low, the peg on the opening), as a person shows a classifier its hard negatives; "
         "pick_cube and peg_insert; 0: never",
     )
+    p.add_argument(
+        "--near-miss-margin",
+        type=float,
+        default=None,
+        help="a near miss stops below this fraction of the success threshold, drawn per "
+        "episode (default 0.6; up to 0.95 where success differs by a few pixels)",
+    )
     args, ros_args = p.parse_known_args(argv)
     from sim.backend import TASKS, task_info
     from sim.experts.near_miss import NEAR_MISS_TASKS
@@ -258,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             f"--near-miss-every {args.near_miss_every}: needs k >= 0 and a task with a near-miss "
             f"rule {NEAR_MISS_TASKS} (got {args.task})"
         )
+    if args.near_miss_margin is not None and not 0.0 < args.near_miss_margin < 1.0:
+        p.error(f"--near-miss-margin {args.near_miss_margin}: must be in (0, 1)")
     env_cfg = EnvConfig(
         control_hz=args.control_hz,
         control_rotation=args.control_rotation,
@@ -279,7 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         make_human(args.task, env_cfg, human, arm=args.arm),
         args.seed,
         control_dt_s=env_cfg.control_dt_s,
-        near_miss=make_human(args.task, env_cfg, human, near_miss=True, arm=args.arm)
+        near_miss=make_human(
+            args.task,
+            env_cfg,
+            human,
+            near_miss=True,
+            arm=args.arm,
+            near_miss_margin=args.near_miss_margin,
+        )
         if k
         else None,
         near_miss_every=k,

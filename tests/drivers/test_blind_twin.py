@@ -169,7 +169,8 @@ def test_label_with_near_misses_shows_the_classifier_failures_that_look_like_suc
 ) -> None:
     """`label --teleop sim-expert --sim-near-miss-every 2`: every second episode the simulated
     human grasps the cube and holds it low, short of success, and never presses the button;
-    the others end in a lift with the button held."""
+    the others end in a lift with the button held. `--sim-near-miss-margin` reaches the
+    simulated human's node (a margin it refused would leave label without a teleop)."""
     from record_helpers import lockstep_setup
 
     from robot_rl.app.teleop.label import read_frames
@@ -181,7 +182,7 @@ def test_label_with_near_misses_shows_the_classifier_failures_that_look_like_suc
     args = ["label", "--setup", str(setup), "--launch", "--teleop", "sim-expert"]
     args += ["--realtime-factor", "0", "--json", "--log-dir", str(tmp_path / "logs")]
     args += ["--out", str(frames), "--episodes", "2", "--sim-near-miss-every", "2"]
-    _cli([*args, "--max-episode-steps", "60"], a2_domain)
+    _cli([*args, "--sim-near-miss-margin", "0.9", "--max-episode-steps", "60"], a2_domain)
     f = read_frames(frames)
     per_episode = [int(f["label"][f["episode"] == e].sum()) for e in (0, 1)]
     assert per_episode[0] > 0 and per_episode[1] == 0, per_episode
@@ -191,3 +192,6 @@ def test_label_with_near_misses_shows_the_classifier_failures_that_look_like_suc
     with pytest.raises(AssertionError, match="sim-expert"):
         _cli([*args[:4], "--out", str(tmp_path / "x.zarr"), "--sim-near-miss-every", "2"],
              a2_domain)  # fmt: skip
+    with pytest.raises(AssertionError, match="--sim-near-miss-margin must be in"):
+        other = [str(tmp_path / "y.zarr") if a == str(frames) else a for a in args]
+        _cli([*other, "--sim-near-miss-margin", "1"], a2_domain)

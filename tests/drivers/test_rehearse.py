@@ -229,3 +229,13 @@ def test_the_classifier_cameras_are_some_of_the_setups() -> None:
         RehearseConfig(cameras=("front",), reward_cameras=("wrist",))
     with pytest.raises(ValueError, match="must name some of --cameras"):
         RehearseConfig(reward_cameras=())
+
+
+def test_the_label_near_miss_margin_is_checked(tmp_path: Path) -> None:
+    """--label-near-miss-margin must lie in (0, 1) (1 would label successes as near misses)."""
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig
+
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="--label-near-miss-margin must be in"):
+            RehearseConfig(out=tmp_path, label_near_miss_margin=bad)
+    assert RehearseConfig(out=tmp_path, label_near_miss_margin=0.95).label_near_miss_margin == 0.95

@@ -127,6 +127,11 @@ class RehearseConfig:
     """Every k-th labelling episode the simulated human stops short of success (pick_cube,
     peg_insert; ignored for other tasks): the hard negatives a person shows the classifier.
     0: every labelling episode succeeds."""
+    label_near_miss_margin: float | None = None
+    """A near miss stops below this fraction of the success threshold, drawn per episode (None:
+    0.6). The SO-101 days use 0.95: its success is a 2 cm lift, a few pixels in the front camera,
+    and a classifier shown near misses only up to 0.6 of it confirmed 1.5-2 cm lifts as success
+    (bench/classifier_near_miss.py)."""
     robot_minutes: float = 60.0
     """Robot-time budget of the training (actor steps / control_hz)."""
     target_success: float = 0.9
@@ -182,6 +187,9 @@ class RehearseConfig:
             raise ValueError(
                 f"--label-near-miss-every must be >= 0, got {self.label_near_miss_every}"
             )
+        m = self.label_near_miss_margin
+        if m is not None and not 0.0 < m < 1.0:
+            raise ValueError(f"--label-near-miss-margin must be in (0, 1), got {m}")
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"--learner-nice must be in 0..19, got {self.learner_nice}")
         if self.human_patience_steps < 1:
@@ -333,6 +341,8 @@ class Rehearsal:
 
             if cfg.label_near_miss_every and cfg.task in NEAR_MISS_TASKS:
                 steps += ["--sim-near-miss-every", str(cfg.label_near_miss_every)]
+                if cfg.label_near_miss_margin is not None:
+                    steps += ["--sim-near-miss-margin", f"{cfg.label_near_miss_margin:g}"]
             self._step("label", ["label", *common, "--out", str(self.out / "frames.zarr"),
                                  "--episodes", str(cfg.label_episodes), *size, *steps,
                                  "--cameras", *cfg.cameras])  # fmt: skip

@@ -65,6 +65,10 @@ class TeleopOptions:
     """--teleop sim-expert: every k-th episode the simulated human stops short of success (the
     cube grasped but held low, the peg on the opening), as a person labelling frames shows the
     classifier failures that look almost like success (pick_cube, peg_insert). 0: never."""
+    sim_near_miss_margin: float | None = None
+    """--sim-near-miss-every: a near miss stops below this fraction of the success threshold,
+    drawn per episode (None: 0.6; up to 0.95 where success differs from a near miss by a few
+    pixels, as the SO-101's 2 cm lift: bench/classifier_near_miss.py)."""
     realtime_factor: float = 1.0
     """Lockstep twin: pace the loop at control_hz x this on the wall clock (0: unpaced)."""
     domain_id: int | None = None
@@ -84,6 +88,10 @@ class TeleopOptions:
         if self.sim_near_miss_every and self.teleop != "sim-expert":
             raise ValueError(
                 "--sim-near-miss-every is for --teleop sim-expert (the simulated human)"
+            )
+        if self.sim_near_miss_margin is not None and not 0.0 < self.sim_near_miss_margin < 1.0:
+            raise ValueError(
+                f"--sim-near-miss-margin must be in (0, 1), got {self.sim_near_miss_margin}"
             )
         if self.realtime_factor < 0:
             raise ValueError(f"realtime_factor must be >= 0, got {self.realtime_factor}")
@@ -193,6 +201,8 @@ def teleop_node(
         args += ("--press-success",) if not setup.privileged else ()
         if opts.sim_near_miss_every:
             args += ("--near-miss-every", str(opts.sim_near_miss_every))
+            if opts.sim_near_miss_margin is not None:
+                args += ("--near-miss-margin", f"{opts.sim_near_miss_margin:g}")
         args += tuple(human_args)
         return NodeSpec("teleop", "sim.human_node", args, restart=never, required=False)
     if opts.launch:
