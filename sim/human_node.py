@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="a near miss stops below this fraction of the success threshold, drawn per "
-        "episode (default 0.6; up to 0.95 where success differs by a few pixels)",
+        "episode (default 0.6)",
     )
     args, ros_args = p.parse_known_args(argv)
     from sim.backend import TASKS, task_info

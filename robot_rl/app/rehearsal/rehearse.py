@@ -129,9 +129,8 @@ class RehearseConfig:
     0: every labelling episode succeeds."""
     label_near_miss_margin: float | None = None
     """A near miss stops below this fraction of the success threshold, drawn per episode (None:
-    0.6). The SO-101 days use 0.95: its success is a 2 cm lift, a few pixels in the front camera,
-    and a classifier shown near misses only up to 0.6 of it confirmed 1.5-2 cm lifts as success
-    (bench/classifier_near_miss.py)."""
+    0.6). Closer near misses show the classifier the frames a policy stopping just short of
+    success makes (bench/classifier_near_miss.py measures 0.6 against 0.95 on the SO-101)."""
     robot_minutes: float = 60.0
     """Robot-time budget of the training (actor steps / control_hz)."""
     target_success: float = 0.9

@@ -67,8 +67,8 @@ class TeleopOptions:
     classifier failures that look almost like success (pick_cube, peg_insert). 0: never."""
     sim_near_miss_margin: float | None = None
     """--sim-near-miss-every: a near miss stops below this fraction of the success threshold,
-    drawn per episode (None: 0.6; up to 0.95 where success differs from a near miss by a few
-    pixels, as the SO-101's 2 cm lift: bench/classifier_near_miss.py)."""
+    drawn per episode (None: 0.6; closer, e.g. 0.95, where success differs from a near miss by
+    a few pixels, as the SO-101's 2 cm lift: bench/classifier_near_miss.py)."""
     realtime_factor: float = 1.0
     """Lockstep twin: pace the loop at control_hz x this on the wall clock (0: unpaced)."""
     domain_id: int | None = None
