@@ -10,6 +10,9 @@ lift 1.5-2 cm, and the classifier confirmed those as success (``rehearsal_arms.j
     python bench/classifier_near_miss.py --arm so101 --episodes 20 60 --margins 0.6 0.95 \
         --jsonl bench/results/classifier_near_miss_so101.jsonl
 
+``--extra-gates "tcp_pose[2]>=0.04"`` adds a state gate on the TCP's height (the SO-101's hand
+4 cm up: a 2 cm lift and a little more), which the learned reward then checks live too.
+
 One JSON object per (episodes, margin, seed): the config, the machine, and on the test store
 the near-miss episodes the classifier called success (``false_successes``), false-positive
 frames, precision, recall and the successes it detected.
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--test-episodes", type=int, default=40)
     p.add_argument("--test-margin", type=float, default=0.97)
+    p.add_argument(
+        "--extra-gates", nargs="*", default=[],
+        help="gates added to the arm's gripper gates, e.g. tcp_pose[2]>=0.04 (the TCP's height)",
+    )  # fmt: skip
     p.add_argument("--jsonl", type=Path, default=None, help="also append the records here")
     args = p.parse_args(argv)
 
@@ -76,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                     name = f"e{episodes}_m{margin}_s{seed}"
                     store = root / f"{name}.zarr"
                     frames(store, args.arm, episodes, args.near_fraction, margin, 100 + seed)
-                    train = ClassifierTrainConfig(gates=GATES[args.arm], seed=seed)
+                    gates = (*GATES[args.arm], *args.extra_gates)
+                    train = ClassifierTrainConfig(gates=gates, seed=seed)
                     card = run_reward_train(
                         RewardTrainConfig(frames=store, out=root / name, cameras=("front",),
                                           train=train),

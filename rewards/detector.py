@@ -53,11 +53,14 @@ class StateGate:
         name: State key, e.g. ``robot_rl.core.keys.GRIPPER_POS``.
         op: ``">="`` or ``"<="``.
         value: Bound, in the units of that state entry (gripper_pos: 0 open, 1 closed).
+        index: Which number of a several-number entry the gate reads (``tcp_pose[2]``: the
+            TCP's height); None for a one-number entry.
     """
 
     name: str
     op: GateOp
     value: float
+    index: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -66,21 +69,49 @@ class StateGate:
             raise ValueError(f"StateGate {self.name!r}: op must be '>=' or '<=', got {self.op!r}")
         if not math.isfinite(self.value):
             raise ValueError(f"StateGate {self.name!r}: value must be finite, got {self.value}")
+        if self.index is not None and self.index < 0:
+            raise ValueError(f"StateGate {self.name!r}: index must be >= 0, got {self.index}")
+
+    @property
+    def label(self) -> str:
+        """``name`` or ``name[index]``: what the gate reads."""
+        return self.name if self.index is None else f"{self.name}[{self.index}]"
+
+    def pick(self, value: np.ndarray) -> np.ndarray:
+        """The number(s) the gate reads from its entry's value(s) (last axis the entry's).
+
+        Raises:
+            ValueError: The entry has more than one number and the gate gives no index, or
+                its index is past the entry's end.
+        """
+        v = np.asarray(value)
+        n = v.shape[-1] if v.ndim else 1
+        if self.index is None:
+            if n != 1:
+                raise ValueError(
+                    f"gate {self}: {self.name!r} has {n} numbers; name one, e.g. "
+                    f"{self.name}[0]{self.op}{self.value:g}"
+                )
+            return v.reshape(v.shape[:-1]) if v.ndim else v
+        if self.index >= n:
+            raise ValueError(f"gate {self}: {self.name!r} has {n} numbers (index 0..{n - 1})")
+        return v[..., self.index]
 
     def passes(self, x: float) -> bool:
         """Whether state value ``x`` satisfies the gate."""
         return x >= self.value if self.op == ">=" else x <= self.value
 
     def __str__(self) -> str:
-        return f"{self.name}{self.op}{self.value:g}"
+        return f"{self.label}{self.op}{self.value:g}"
 
     @classmethod
     def parse(cls, text: str) -> StateGate:
-        """``"gripper_pos>=0.45"`` -> a gate (the form ``--gates`` / ``--reward-gate`` take and
-        the classifier card stores).
+        """``"gripper_pos>=0.45"`` or ``"tcp_pose[2]>=0.04"`` -> a gate (the form ``--gates`` /
+        ``--reward-gate`` take and the classifier card stores).
 
         Raises:
-            ValueError: Not ``NAME>=VALUE`` or ``NAME<=VALUE`` with a finite number.
+            ValueError: Not ``NAME>=VALUE``, ``NAME<=VALUE``, ``NAME[I]>=VALUE`` or
+                ``NAME[I]<=VALUE`` with a finite number.
         """
         for op in (">=", "<="):
             name, sep, value = str(text).partition(op)
@@ -89,10 +120,17 @@ class StateGate:
                     bound = float(value)
                 except ValueError:
                     break
-                return cls(name.strip(), op, bound)  # type: ignore[arg-type]
+                name, index = name.strip(), None
+                if name.endswith("]") and "[" in name:
+                    name, _, idx = name[:-1].partition("[")
+                    if not idx.strip().isdigit():
+                        break
+                    index = int(idx)
+                return cls(name.strip(), op, bound, index)  # type: ignore[arg-type]
         raise ValueError(
-            f"gate {text!r}: write NAME>=VALUE or NAME<=VALUE with a one-number state entry, "
-            "e.g. gripper_pos>=0.45 (0 open, 1 closed)"
+            f"gate {text!r}: write NAME>=VALUE or NAME<=VALUE for a one-number state entry "
+            "(gripper_pos>=0.45: 0 open, 1 closed), NAME[I]>=VALUE for one number of a longer "
+            "one (tcp_pose[2]>=0.04: the TCP's height, m)"
         )
 
 
@@ -136,9 +174,7 @@ def gate_values(
     if gate.name not in names:
         raise ValueError(f"gate {gate} reads {gate.name!r}, but the state has {sorted(names)}")
     start, stop = (int(i) for i in names[gate.name])
-    if stop - start != 1:
-        raise ValueError(f"gate {gate}: {gate.name!r} has {stop - start} numbers; gates read one")
-    return np.asarray(state)[:, start]
+    return gate.pick(np.asarray(state)[:, start:stop])
 
 
 @dataclass(frozen=True)
@@ -171,9 +207,9 @@ class DetectorConfig:
         for g in self.gates:
             if not isinstance(g, StateGate):
                 raise ValueError(f"gates must be StateGate instances, got {g!r}")
-        keys = [(g.name, g.op) for g in self.gates]
+        keys = [(g.label, g.op) for g in self.gates]
         if len(set(keys)) != len(keys):
-            raise ValueError(f"duplicate (name, op) among gates: {keys}")
+            raise ValueError(f"duplicate (entry, op) among gates: {keys}")
         jt = self.judge_threshold
         if jt is not None and not 0.0 < jt < 1.0:
             raise ValueError(f"judge_threshold must be in (0, 1) or None, got {jt}")
@@ -338,11 +374,11 @@ class SuccessDetector:
         for g in self.config.gates:
             if g.name not in state:
                 raise ValueError(f"gate needs state[{g.name!r}]; state has {sorted(state)}")
-            v = np.asarray(state[g.name], dtype=np.float64)
+            v = g.pick(np.asarray(state[g.name], dtype=np.float64).reshape(-1))
             if v.size != 1 or not np.isfinite(v).all():
-                raise ValueError(f"state[{g.name!r}] must be one finite number, got {v}")
+                raise ValueError(f"state[{g.label!r}] must be one finite number, got {v}")
             if not g.passes(float(v.reshape(-1)[0])):
-                blocked.append(g.name)
+                blocked.append(g.label)
         return tuple(blocked)
 
     def _write(

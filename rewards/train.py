@@ -389,7 +389,7 @@ def check_gates_pass_successes(
         if share > 0:
             x = gate_values(g, state, state_slices)
             lo, hi = np.percentile(x, [5, 95])
-            parts.append(f"{g} blocks {share:.0%} ({g.name} on them: {lo:.2f}-{hi:.2f})")
+            parts.append(f"{g} blocks {share:.0%} ({g.label} on them: {lo:.2f}-{hi:.2f})")
     raise ValueError(
         f"the gates block {blocked:.0%} of the {int(labels.sum())} frames labelled success: "
         f"{'; '.join(parts)}. A gate must let the successes through: set it from what the "

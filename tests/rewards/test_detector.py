@@ -312,5 +312,34 @@ def test_gates_parse_from_text_and_read_a_flat_state_by_name():
     np.testing.assert_array_equal(gate_mask(gates, state, slices), [False, True, False])
     with pytest.raises(ValueError, match="state has"):
         gate_mask(parse_gates(["joint_pos>=0"]), state, slices)
-    with pytest.raises(ValueError, match="gates read one"):
+    with pytest.raises(ValueError, match=r"'tcp_pose' has 7 numbers; name one, e.g. tcp_pose\[0\]"):
         gate_mask(parse_gates(["tcp_pose>=0"]), state, slices)
+    # One number of a longer entry: tcp_pose[2] is the TCP's height.
+    high = (*gates, *parse_gates(["tcp_pose[2]>=0.04"]))
+    assert high[2] == StateGate("tcp_pose", ">=", 0.04, index=2)
+    assert str(high[2]) == "tcp_pose[2]>=0.04" and parse_gates([str(high[2])]) == high[2:]
+    state[:, 2] = [0.1, 0.03, 0.1]  # the holding frame low: blocked by the height gate
+    np.testing.assert_array_equal(gate_mask(high, state, slices), [False, False, False])
+    state[1, 2] = 0.05
+    np.testing.assert_array_equal(gate_mask(high, state, slices), [False, True, False])
+    with pytest.raises(ValueError, match=r"has 7 numbers \(index 0..6\)"):
+        gate_mask(parse_gates(["tcp_pose[7]>=0"]), state, slices)
+    for bad in ("tcp_pose[x]>=0", "tcp_pose[-1]>=0", "tcp_pose[]>=0"):
+        with pytest.raises(ValueError, match="NAME\\[I\\]>=VALUE|NAME>=VALUE"):
+            parse_gates([bad])
+    # Two gates on two numbers of one entry are not duplicates.
+    DetectorConfig(gates=parse_gates(["tcp_pose[2]>=0.04", "tcp_pose[0]>=0.1"]))
+
+
+def test_a_height_gate_reads_one_number_of_the_tcp_pose_on_the_live_path():
+    """``tcp_pose[2]>=0.04`` on a live detector: a confident frame with the hand low is blocked
+    (by that gate, named so), the same frame with the hand high fires."""
+    gates = parse_gates(["gripper_pos>=0.5", "tcp_pose[2]>=0.04"])
+    det = SuccessDetector(DetectorConfig(threshold=0.5, k=1, n=1, gates=gates))
+    pose = np.array([0.2, 0.0, 0.03, 1.0, 0.0, 0.0, 0.0])
+    low = det.update(0.99, step=0, episode=0, state={keys.GRIPPER_POS: 0.7, "tcp_pose": pose})
+    assert not low.success and low.reason == "gate_blocked"
+    assert low.blocked_gates == ("tcp_pose[2]",)
+    pose[2] = 0.05
+    high = det.update(0.99, step=1, episode=0, state={keys.GRIPPER_POS: 0.7, "tcp_pose": pose})
+    assert high.success
