@@ -34,6 +34,8 @@ GATES = {
     "ur5e": ("gripper_pos>=0.45", "gripper_pos<=0.7"),
 }
 """The rehearsal's documented reward gates per arm (docs/arms.md)."""
+TEST_NEAR_FRACTION, TEST_SEED = 0.75, 777
+"""The shared test store: this share of near-miss episodes (the rest successes), this seed."""
 
 
 def frames(out: Path, arm: str, episodes: int, near: float, margin: float, seed: int) -> dict:
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         test = root / "test.zarr"
-        frames(test, args.arm, args.test_episodes, 0.75, args.test_margin, seed=777)
+        frames(test, args.arm, args.test_episodes, TEST_NEAR_FRACTION, args.test_margin, TEST_SEED)
+        test_near_misses = round(TEST_NEAR_FRACTION * args.test_episodes)
         for episodes in args.episodes:
             for margin in args.margins:
                 for seed in range(args.seeds):
@@ -98,21 +101,21 @@ def main(argv: list[str] | None = None) -> int:
                             "task": "pick_cube",
                             "camera": "front",
                             "image_size": 128,
-                            "gates": list(GATES[args.arm]),
+                            "gates": list(gates),
                             "train_episodes": episodes,
                             "near_miss_fraction": args.near_fraction,
                             "near_miss_margin": margin,
                             "seed": seed,
                             "test": {
                                 "episodes": args.test_episodes,
-                                "near_miss_fraction": 0.75,
+                                "near_miss_fraction": TEST_NEAR_FRACTION,
                                 "near_miss_margin": args.test_margin,
-                                "seed": 777,
+                                "seed": TEST_SEED,
                             },
                         },  # fmt: skip
                         "machine": machine_info(),
                         "figures": {
-                            "test_near_miss_episodes": round(0.75 * args.test_episodes),
+                            "test_near_miss_episodes": test_near_misses,
                             "false_successes": ev["false_successes"],
                             "false_positive_frames": ev["false_positives"],
                             "precision": round(ev["precision"], 3),

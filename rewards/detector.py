@@ -374,10 +374,10 @@ class SuccessDetector:
         for g in self.config.gates:
             if g.name not in state:
                 raise ValueError(f"gate needs state[{g.name!r}]; state has {sorted(state)}")
-            v = g.pick(np.asarray(state[g.name], dtype=np.float64).reshape(-1))
-            if v.size != 1 or not np.isfinite(v).all():
-                raise ValueError(f"state[{g.label!r}] must be one finite number, got {v}")
-            if not g.passes(float(v.reshape(-1)[0])):
+            x = float(g.pick(np.asarray(state[g.name], dtype=np.float64).reshape(-1)))
+            if not math.isfinite(x):
+                raise ValueError(f"state[{g.label!r}] must be one finite number, got {x}")
+            if not g.passes(x):
                 blocked.append(g.label)
         return tuple(blocked)
 

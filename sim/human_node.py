@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, ros_args = p.parse_known_args(argv)
     from sim.backend import TASKS, task_info
-    from sim.experts.near_miss import NEAR_MISS_TASKS
+    from sim.experts.near_miss import NEAR_MISS_TASKS, check_margin
     from sim.twin_arms import TWIN_ARMS
 
     if args.task not in TASKS:
@@ -269,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
             f"--near-miss-every {args.near_miss_every}: needs k >= 0 and a task with a near-miss "
             f"rule {NEAR_MISS_TASKS} (got {args.task})"
         )
-    if args.near_miss_margin is not None and not 0.0 < args.near_miss_margin < 1.0:
-        p.error(f"--near-miss-margin {args.near_miss_margin}: must be in (0, 1)")
+    if args.near_miss_margin is not None:
+        try:
+            check_margin(args.near_miss_margin, "--near-miss-margin")
+        except ValueError as e:
+            p.error(str(e))
     env_cfg = EnvConfig(
         control_hz=args.control_hz,
         control_rotation=args.control_rotation,

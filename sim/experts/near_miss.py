@@ -40,6 +40,17 @@ closer ones (0.95) on the SO-101, whose 2 cm lift is a few pixels: fewer false f
 many false successes."""
 
 
+def check_margin(margin: float, name: str = "margin") -> float:
+    """``margin`` if it lies in (0, 1), for the expert and the options that pass one to it.
+
+    Raises:
+        ValueError: Outside (0, 1) (``name`` says which option).
+    """
+    if not 0.0 < margin < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {margin}: a cap at 1 would be success")
+    return float(margin)
+
+
 class NearMissExpert:
     """The task's expert with progress capped below success (see the module docstring).
 
@@ -55,9 +66,7 @@ class NearMissExpert:
     def __init__(self, expert: Expert, task: str, margin: float = NEAR_MISS_MARGIN) -> None:
         if task not in NEAR_MISS_TASKS:
             raise ValueError(f"no near-miss rule for task {task!r}; have {NEAR_MISS_TASKS}")
-        if not 0.0 < margin < 1.0:
-            raise ValueError(f"margin {margin} must be in (0, 1): a cap at 1 would be success")
-        self.expert, self.task, self.margin = expert, task, float(margin)
+        self.expert, self.task, self.margin = expert, task, check_margin(margin)
         layout = getattr(expert, "layout", None)  # pick_cube's lift scales with the task
         lift_m = LIFT_HEIGHT_M if layout is None else layout.length(LIFT_HEIGHT_M)
         self.threshold_m = lift_m if task == "pick_cube" else SUCCESS_DEPTH_M

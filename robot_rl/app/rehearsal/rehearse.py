@@ -186,9 +186,10 @@ class RehearseConfig:
             raise ValueError(
                 f"--label-near-miss-every must be >= 0, got {self.label_near_miss_every}"
             )
-        m = self.label_near_miss_margin
-        if m is not None and not 0.0 < m < 1.0:
-            raise ValueError(f"--label-near-miss-margin must be in (0, 1), got {m}")
+        if self.label_near_miss_margin is not None:
+            from sim.experts.near_miss import check_margin
+
+            check_margin(self.label_near_miss_margin, "--label-near-miss-margin")
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"--learner-nice must be in 0..19, got {self.learner_nice}")
         if self.human_patience_steps < 1:

@@ -89,10 +89,10 @@ class TeleopOptions:
             raise ValueError(
                 "--sim-near-miss-every is for --teleop sim-expert (the simulated human)"
             )
-        if self.sim_near_miss_margin is not None and not 0.0 < self.sim_near_miss_margin < 1.0:
-            raise ValueError(
-                f"--sim-near-miss-margin must be in (0, 1), got {self.sim_near_miss_margin}"
-            )
+        if self.sim_near_miss_margin is not None:
+            from sim.experts.near_miss import check_margin
+
+            check_margin(self.sim_near_miss_margin, "--sim-near-miss-margin")
         if self.realtime_factor < 0:
             raise ValueError(f"realtime_factor must be >= 0, got {self.realtime_factor}")
         if self.teleop_wait_s <= 0:
