@@ -36,7 +36,7 @@ from std_msgs.msg import Float64, Float64MultiArray
 
 from drivers.ros import convert, qos
 from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
-from robot_rl.core.arm import FR3, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import SafetyConfig, SafetyLayer
 from robot_rl.core.types import (
@@ -46,6 +46,8 @@ from robot_rl.core.types import (
     StaleSensorError,
     UnsafeCommandError,
 )
+
+FR3 = builtin_arm("fr3")
 
 STATE_TOPIC = "robot_state"
 """The topic (relative to the namespace) of the whole :class:`RobotState` in one message."""

@@ -44,7 +44,7 @@ expected::
 ``${namespace}``, ``${task}``, ``${clock}`` and ``${control_hz}`` in ``args`` and
 ``parameters`` are replaced by the top-level values (one source of truth).
 
-``arm`` (default ``fr3``) is a built-in kind (:data:`robot_rl.core.arm.BUILTIN_ARMS`) or a
+``arm`` (default ``fr3``) is a built-in kind (a file in ``robot_rl/arms``) or a
 mapping of :class:`robot_rl.core.arm.ArmDescription` fields; with ``kind: <built-in>`` the
 mapping overrides that built-in's fields, without it the mapping is a whole description::
 
@@ -80,8 +80,10 @@ import yaml
 from drivers.ros_hw_task import check_reset_pose
 from drivers.setup_arm import parse_arm
 from drivers.setup_schema import SetupError, Where, is_number, read_yaml
-from robot_rl.core.arm import FR3, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 from robot_rl.core.safety import SafetyConfig
+
+FR3 = builtin_arm("fr3")
 
 __all__ = [
     "CameraSpec",

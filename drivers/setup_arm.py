@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from drivers.setup_schema import Where
-from robot_rl.core.arm import BUILTIN_ARMS, FR3, ArmDescription, builtin_arm
+from robot_rl.core.arm import ArmDescription, builtin_arm, builtin_arm_kinds
 
 _ARM_TUPLES = ("joint_low_rad", "joint_high_rad", "joint_vel_max_rad_s", "home_q_rad")
 _ARM_STRINGS = ("name", "tool_frame", "base_frame", "kinematics", "gripper", "backend")
@@ -18,7 +18,7 @@ _ARM_STRINGS = ("name", "tool_frame", "base_frame", "kinematics", "gripper", "ba
 def parse_arm(where: Where, top: Mapping, source: str) -> ArmDescription:
     """``arm:``: a built-in kind, or a mapping (``kind:`` + overrides, or a whole description)."""
     if "arm" not in top:
-        return FR3
+        return builtin_arm("fr3")
     value = where.get(top, "arm", (str, dict), "")
     if isinstance(value, str):
         try:
@@ -54,7 +54,7 @@ def parse_arm(where: Where, top: Mapping, source: str) -> ArmDescription:
         where.fail(
             "arm",
             f"a new arm needs {missing} (or `kind: <built-in>` to start from one of "
-            f"{sorted(BUILTIN_ARMS)})",
+            f"{list(builtin_arm_kinds())})",
         )
     try:
         if kind is not None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from robot_rl.core import kinematics as kin
-from robot_rl.core.arm import FR3, SO101, UR5E, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 from sim import model as mdl
 from sim.arms import so101, ur5e
 from sim.arms.chain import ArmChain, to_mjcf_body
@@ -30,6 +30,10 @@ from sim.arms.export import MODELS_DIR
 from sim.gripper import GripperMjcf, JawSpec, jaw_mjcf
 from sim.joint_servo import JointServoConfig
 from sim.layout import FR3_LAYOUT, TaskLayout
+
+FR3 = builtin_arm("fr3")
+SO101 = builtin_arm("so101")
+UR5E = builtin_arm("ur5e")
 
 CONTROLS = ("impedance", "joint")
 VENDOR_INTERFACES = ("joint", "cartesian", "servo_bus")

@@ -76,9 +76,11 @@ from drivers.arm_bridge.params import (
 )
 from drivers.ros import convert, qos
 from drivers.ros.intake import DEFAULT_MAX_RATE_HZ, CommandIntake
-from robot_rl.core.arm import FR3, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 from robot_rl.core.safety import SafetyConfig
 from robot_rl.core.types import RobotState, UnsafeCommandError
+
+FR3 = builtin_arm("fr3")
 
 RESET_POSE_PARAM = "reset_pose"
 RESET_GRIPPER_PARAM = "reset_gripper"

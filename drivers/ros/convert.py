@@ -23,8 +23,10 @@ from geometry_msgs.msg import Pose, PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, Header, MultiArrayDimension
 
-from robot_rl.core.arm import FR3
+from robot_rl.core.arm import builtin_arm
 from robot_rl.core.types import RobotState
+
+FR3 = builtin_arm("fr3")
 
 BASE_FRAME = "base"
 """``header.frame_id`` of poses, twists and wrenches (robot base frame)."""

@@ -15,15 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from drivers.feetech.calibration import ArmCalibration
-from robot_rl.core.arm import SO101, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 from robot_rl.core.safety import SafetyConfig
+
+SO101 = builtin_arm("so101")
 
 SO101_KINEMATICS = Path(__file__).resolve().parents[2] / "sim" / "arms" / "models" / "so101.xml"
 """The SO-101's kinematics file in this repository (MJCF with the ``tcp`` site)."""
 
 SO101_HOME_QUAT = (0.0, math.sqrt(0.5), math.sqrt(0.5), 0.0)
-"""TCP orientation (w, x, y, z) at :data:`robot_rl.core.arm.SO101`'s home: jaws pointing down,
-the jaw closing fore-aft (``sim/arms/so101.py``)."""
+"""TCP orientation (w, x, y, z) at the SO-101's home (``robot_rl/arms/so101.yaml``): jaws
+pointing down, the jaw closing fore-aft (``sim/arms/so101.py``)."""
 
 SO101_SAFETY = SafetyConfig(
     workspace_low_m=(0.08, -0.22, 0.02),

@@ -4,7 +4,7 @@
     python -m drivers.so101.node --port /dev/ttyACM0 --calibration so101.json --ns arm \
         --ros-args -p max_step_m:=0.02
 
-The contract side carries the SO-101's five joints (:data:`robot_rl.core.arm.SO101`): names on
+The contract side carries the SO-101's five joints (``robot_rl/arms/so101.yaml``): names on
 ``joint_states``, ``joint_pos[5]`` in ``robot_state``, ``status.arm``. Safety limits are the
 read-only ROS 2 parameters of :mod:`drivers.arm_bridge.params`, defaulting to the SO-101's box
 (:data:`drivers.so101.config.SO101_SAFETY`; the FR3-sized defaults would not contain it); the

@@ -61,10 +61,12 @@ from drivers.feetech.protocol import TICKS_PER_TURN, FeetechError
 from drivers.ik import DiffIK, DiffIKConfig
 from drivers.so101.config import SO101_KINEMATICS
 from robot_rl.core import frames
-from robot_rl.core.arm import SO101, ArmDescription
+from robot_rl.core.arm import ArmDescription, builtin_arm
 
 from .base import DeviceTeleop
 from .mapping import DeviceReading, TeleopMapConfig, TeleopMapper
+
+SO101 = builtin_arm("so101")
 
 log = logging.getLogger(__name__)
 

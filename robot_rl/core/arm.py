@@ -1,5 +1,6 @@
 """An arm as data: :class:`ArmDescription` (joint names, limits, home, tool frame, gripper kind,
-backend), and the built-in arm kinds.
+backend), and the loader of the built-in arm kinds, which are data files
+(``robot_rl/arms/<kind>.yaml``), not code.
 
 The safety core, the env, the observation schema and the learner never branch on an arm's
 name: they read its description. The Cartesian observation (``tcp_pose``, ``tcp_vel``,
@@ -7,7 +8,7 @@ name: they read its description. The Cartesian observation (``tcp_pose``, ``tcp_
 (``joint_pos``, ``joint_vel``) and the ``robot_state`` wire message are sized by
 ``num_joints`` (``drivers/CONTRACT.md``).
 
-A setup YAML names an arm with ``arm: <kind>`` (a built-in, :data:`BUILTIN_ARMS`) or describes
+A setup YAML names an arm with ``arm: <kind>`` (a built-in, :func:`builtin_arm_kinds`) or describes
 it (``arm: {kind: ur5e, home_q_rad: [...]}`` overrides fields of a built-in; a mapping without
 ``kind`` is a whole new description); :mod:`drivers.setup` reads it. Every check is in
 :meth:`ArmDescription.__post_init__`, with a message that says what to change.
@@ -18,11 +19,13 @@ TCP whose pose is ``tcp_pose`` (``T_base_tcp``) in the arm's base frame.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
-from robot_rl.core import kinematics as kin
+import yaml
 
 GRIPPER_KINDS = ("parallel", "jaw", "none")
 """``parallel``: two fingers closing symmetrically (Franka Hand, Robotiq 2F); ``jaw``: one moving
@@ -69,9 +72,15 @@ class ArmDescription:
     backend: str = "twin"
 
     def __post_init__(self) -> None:
-        for f in ("joint_names", "joint_low_rad", "joint_high_rad", "joint_vel_max_rad_s"):
-            object.__setattr__(self, f, tuple(getattr(self, f)))
-        object.__setattr__(self, "home_q_rad", tuple(float(q) for q in self.home_q_rad))
+        object.__setattr__(self, "joint_names", tuple(self.joint_names))
+        for f in ("joint_low_rad", "joint_high_rad", "joint_vel_max_rad_s", "home_q_rad"):
+            try:
+                object.__setattr__(self, f, tuple(float(v) for v in getattr(self, f)))
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"arm {self.name!r}: {f} must be a list of numbers (rad or rad/s), got "
+                    f"{getattr(self, f)!r}"
+                ) from None
         if not self.name:
             raise ValueError("arm name must not be empty (e.g. 'ur5e')")
         n = len(self.joint_names)
@@ -152,90 +161,51 @@ class ArmDescription:
         return cls(**data)
 
 
-# FR3: joint speed limits from Franka's FR3 datasheet (rad/s).
-FR3_JOINT_VEL_MAX_RAD_S = (2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26)
-
-FR3 = ArmDescription(
-    name="fr3",
-    joint_names=tuple(f"joint{i}" for i in range(1, 8)),
-    joint_low_rad=kin.FR3_JOINT_LOW_RAD,
-    joint_high_rad=kin.FR3_JOINT_HIGH_RAD,
-    joint_vel_max_rad_s=FR3_JOINT_VEL_MAX_RAD_S,
-    home_q_rad=kin.FR3_HOME_RAD,
-    gripper="parallel",
-    backend="twin",
-)
-"""The 7-DoF Franka FR3-class arm of the twin and of the Franka driver (``joint1..joint7``)."""
-
-_TWO_PI = 2 * math.pi
-
-UR5E = ArmDescription(
-    name="ur5e",
-    joint_names=(
-        "shoulder_pan_joint",
-        "shoulder_lift_joint",
-        "elbow_joint",
-        "wrist_1_joint",
-        "wrist_2_joint",
-        "wrist_3_joint",
-    ),
-    joint_low_rad=(-_TWO_PI, -_TWO_PI, -math.pi, -_TWO_PI, -_TWO_PI, -_TWO_PI),
-    joint_high_rad=(_TWO_PI, _TWO_PI, math.pi, _TWO_PI, _TWO_PI, _TWO_PI),
-    joint_vel_max_rad_s=(math.pi,) * 6,
-    home_q_rad=(
-        math.pi,
-        -math.pi / 2,
-        7 * math.pi / 12,
-        -7 * math.pi / 12,
-        -math.pi / 2,
-        -math.pi / 2,
-    ),
-    gripper="parallel",
-    backend="ros2_joint",
-)
-"""A 6-DoF arm with UR5e kinematics (Universal Robots' ROS 2 driver's joint names; limits from
-Universal_Robots_ROS2_Description ``config/ur5e/joint_limits.yaml``: +-2 pi, the elbow +-pi,
-180 deg/s). Home: upper arm vertical, tool pointing down in front of the base (tcp at about
-(0.48, 0.13, 0.24) m with the twin's 0.15 m tool). Base frame: UR's DH base (the controller's
-``base``; ROS ``base_link`` is it turned by pi about z)."""
-
-SO101 = ArmDescription(
-    name="so101",
-    joint_names=("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"),
-    joint_low_rad=tuple(-x for x in (math.radians(110), math.radians(100), 1.69, math.radians(95)))
-    + (-math.radians(160),),
-    joint_high_rad=(
-        math.radians(110),
-        math.radians(100),
-        1.69,
-        math.radians(95),
-        math.radians(160),
-    ),
-    joint_vel_max_rad_s=(4.7,) * 5,
-    home_q_rad=(0.0, 0.0, 0.0, math.pi / 2, 0.0),
-    gripper="jaw",
-    backend="feetech",
-)
-"""A 5-DoF low-cost arm with SO-101 kinematics (TheRobotStudio SO-ARM100
-``Simulation/SO101/so101_new_calib.urdf``: joint names and limits; Feetech STS3215 servos at
-45 rpm = 4.7 rad/s) and a one-jaw gripper (its own servo, not an arm joint). Home: the jaws
-pointing down, tcp at about (0.185, 0, 0.108) m. Five joints cannot reach every 6-D pose: the
-tool's yaw about its approach axis follows from the position (see docs/arms.md)."""
-
-BUILTIN_ARMS: dict[str, ArmDescription] = {"fr3": FR3, "ur5e": UR5E, "so101": SO101}
-"""Arm kinds a setup can name with ``arm: <kind>``."""
+_BUILTIN_DIR = Path(__file__).resolve().parent.parent / "arms"
+"""The built-in descriptions: one YAML file per kind, ``robot_rl/arms/<kind>.yaml``, with the same
+keys as a setup's ``arm:`` mapping (docs/arms.md)."""
 
 
+def load_arm_file(path: str | Path) -> ArmDescription:
+    """An arm description from a YAML file whose keys are the :class:`ArmDescription` fields.
+
+    Raises:
+        ValueError: The file is missing, not a mapping, names an unknown or misses a required
+            field, or the description is inconsistent (the message names the file).
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"arm file {path}: cannot read it ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"arm file {path}: expected a mapping of arm fields, got {data!r}")
+    required = [f.name for f in fields(ArmDescription) if f.default is MISSING]
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise ValueError(f"arm file {path}: missing {missing}; an arm needs {required}")
+    try:
+        return ArmDescription.from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"arm file {path}: {e}") from None
+
+
+def builtin_arm_kinds() -> tuple[str, ...]:
+    """Arm kinds a setup can name with ``arm: <kind>`` (the files in ``robot_rl/arms``)."""
+    return tuple(sorted(p.stem for p in _BUILTIN_DIR.glob("*.yaml")))
+
+
+@functools.cache
 def builtin_arm(kind: str) -> ArmDescription:
-    """The built-in description of ``kind``.
+    """The built-in description of ``kind`` (read once; the same object every call).
 
     Raises:
         ValueError: No such built-in (the message lists them).
     """
-    try:
-        return BUILTIN_ARMS[kind]
-    except KeyError:
+    kinds = builtin_arm_kinds()
+    if kind not in kinds:
         raise ValueError(
-            f"no built-in arm kind {kind!r}; choose from {sorted(BUILTIN_ARMS)} or describe the "
+            f"no built-in arm kind {kind!r}; choose from {list(kinds)} or describe the "
             "arm in full (see docs/arms.md)"
-        ) from None
+        )
+    return load_arm_file(_BUILTIN_DIR / f"{kind}.yaml")

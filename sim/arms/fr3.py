@@ -19,8 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from robot_rl.core import kinematics as kin
-from robot_rl.core.arm import FR3
+from robot_rl.core.arm import builtin_arm
 from sim.arms.chain import ArmChain, JointSpec, Origin
+
+FR3 = builtin_arm("fr3")
 
 FR3_JOINT_NAMES = FR3.joint_names
 FR3_LINK_NAMES = tuple(f"link{i + 1}" for i in range(7))

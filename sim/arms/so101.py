@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.core.arm import SO101
+from robot_rl.core.arm import builtin_arm
 from sim.arms.chain import ArmChain, JointSpec, Origin
 from sim.arms.geometry import mat_to_rpy
+
+SO101 = builtin_arm("so101")
 
 PI = np.pi
 HALF_PI = np.pi / 2
 
 SO101_JOINT_NAMES = SO101.joint_names
-"""From the built-in description :data:`robot_rl.core.arm.SO101`, as are the limits, speed and
+"""From the built-in description ``robot_rl/arms/so101.yaml``, as are the limits, speed and
 home below."""
 SO101_LINK_NAMES = ("shoulder", "upper_arm", "lower_arm", "wrist", "gripper")
 SOURCE_SHOULDER_PAN_ORIGIN = Origin(

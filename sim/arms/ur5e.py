@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.core.arm import UR5E
+from robot_rl.core.arm import builtin_arm
 from sim.arms.chain import ArmChain, JointSpec, Origin
+
+UR5E = builtin_arm("ur5e")
 
 UR5E_DH: tuple[tuple[float, float, float], ...] = (
     (0.1625, 0.0, np.pi / 2),
@@ -40,7 +42,7 @@ UR5E_DH: tuple[tuple[float, float, float], ...] = (
 """(d_m, a_m, alpha_rad) per joint, standard DH."""
 
 UR5E_JOINT_NAMES = UR5E.joint_names
-"""The ROS 2 driver's joint names (from the built-in description, :data:`robot_rl.core.arm.UR5E`,
+"""The ROS 2 driver's joint names (from the built-in description, ``robot_rl/arms/ur5e.yaml``,
 as are the limits, speeds and home below)."""
 UR5E_LINK_NAMES = (
     "shoulder_link",

@@ -8,8 +8,10 @@ import json
 import pytest
 
 from robot_rl.core import kinematics as kin
-from robot_rl.core.arm import BUILTIN_ARMS, FR3, ArmDescription, builtin_arm
+from robot_rl.core.arm import ArmDescription, builtin_arm, builtin_arm_kinds, load_arm_file
 from robot_rl.core.protocols import RobotSpec
+
+FR3 = builtin_arm("fr3")
 
 
 def _six() -> dict:
@@ -29,7 +31,34 @@ def test_fr3_is_the_twins_arm() -> None:
     assert FR3.joint_names == tuple(f"joint{i}" for i in range(1, 8))
     assert FR3.joint_low_rad == kin.FR3_JOINT_LOW_RAD
     assert FR3.home_q_rad == tuple(float(q) for q in kin.FR3_HOME_RAD)
-    assert builtin_arm("fr3") is FR3 and BUILTIN_ARMS["fr3"] is FR3
+    assert builtin_arm("fr3") is FR3 and builtin_arm_kinds() == ("fr3", "so101", "ur5e")
+
+
+def test_the_built_in_arms_are_data_files_with_a_setups_keys(tmp_path) -> None:
+    """A built-in is a YAML file any user can copy: every kind loads from its file, a file of
+    a user's arm loads the same way, and a broken one is refused naming the file and the fix."""
+    import math
+
+    ur5e = builtin_arm("ur5e")
+    assert ur5e.num_joints == 6 and ur5e.backend == "ros2_joint"
+    assert ur5e.home_q_rad[0] == math.pi and ur5e.joint_high_rad[2] == math.pi
+    so101 = builtin_arm("so101")
+    assert so101.num_joints == 5 and so101.gripper == "jaw"
+    assert so101.joint_high_rad[0] == math.radians(110)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(json.dumps(_six()))
+    assert load_arm_file(mine) == ArmDescription(**_six())
+    mine.write_text(json.dumps({k: v for k, v in _six().items() if k != "home_q_rad"}))
+    with pytest.raises(ValueError, match=r"mine.yaml: missing \['home_q_rad'\]"):
+        load_arm_file(mine)
+    mine.write_text(json.dumps({**_six(), "home_q_rad": ["up"] * 6}))
+    with pytest.raises(ValueError, match="home_q_rad must be a list of numbers"):
+        load_arm_file(mine)
+    mine.write_text("- just a list")
+    with pytest.raises(ValueError, match="expected a mapping of arm fields"):
+        load_arm_file(mine)
+    with pytest.raises(ValueError, match="no built-in arm kind '../arms/fr3'"):
+        builtin_arm("../arms/fr3")
 
 
 def test_any_joint_count_and_a_json_round_trip() -> None:

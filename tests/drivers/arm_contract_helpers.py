@@ -23,7 +23,9 @@ import numpy as np
 from drivers.feetech import calibration as cal
 from drivers.feetech.servo_model import KinematicServoConfig, KinematicServoModel
 from drivers.feetech.sim_bus import SimServoBus
-from robot_rl.core.arm import SO101
+from robot_rl.core.arm import builtin_arm
+
+SO101 = builtin_arm("so101")
 
 ZERO_TICKS = 2048
 """Every arm joint's calibrated zero (mid-turn)."""

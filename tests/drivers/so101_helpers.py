@@ -32,7 +32,9 @@ from drivers.feetech.sim_bus import SimServoBus
 from drivers.so101.backend import So101Backend
 from drivers.so101.config import SO101_KINEMATICS, So101Config
 from robot_rl.core import frames
-from robot_rl.core.arm import SO101
+from robot_rl.core.arm import builtin_arm
+
+SO101 = builtin_arm("so101")
 
 IDS = (1, 2, 3, 4, 5, 6)
 TIMEOUT_S = 0.5

@@ -48,9 +48,13 @@ from drivers.ros_robot import RosRobot, RosRobotConfig  # noqa: E402
 from drivers.ros_session import IDEMPOTENT_RESEND_S, RosSession  # noqa: E402
 from drivers.so101.config import SO101_HOME_QUAT  # noqa: E402
 from robot_rl.core import frames  # noqa: E402
-from robot_rl.core.arm import FR3, SO101, UR5E, ArmDescription  # noqa: E402
+from robot_rl.core.arm import ArmDescription, builtin_arm  # noqa: E402
 from robot_rl.core.safety import DOWN_QUAT, SafetyConfig  # noqa: E402
 from robot_rl.core.types import ArmCommand, StaleSensorError  # noqa: E402
+
+FR3 = builtin_arm("fr3")
+SO101 = builtin_arm("so101")
+UR5E = builtin_arm("ur5e")
 
 DOMAINS = DomainIds(1, 10)  # this file's ROS domain ids (1..9: no other test file uses them)
 NS = "/arm"

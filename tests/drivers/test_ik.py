@@ -20,7 +20,11 @@ from drivers.ik import (  # noqa: E402
     load_kinematics,
 )
 from robot_rl.core import frames  # noqa: E402
-from robot_rl.core.arm import FR3, SO101, UR5E  # noqa: E402
+from robot_rl.core.arm import builtin_arm  # noqa: E402
+
+FR3 = builtin_arm("fr3")
+SO101 = builtin_arm("so101")
+UR5E = builtin_arm("ur5e")
 
 MODELS = Path(__file__).resolve().parents[2] / "sim" / "arms" / "models"
 ARMS = {"ur5e": UR5E, "fr3": FR3, "so101": SO101}

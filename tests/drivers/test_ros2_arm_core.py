@@ -24,8 +24,10 @@ from drivers.ros2_arm.config import Ros2ArmConfig  # noqa: E402
 from drivers.ros2_arm.core import Ros2ArmCore, make_ik  # noqa: E402
 from drivers.ros2_arm.state import JointStateError, pose_distance  # noqa: E402
 from robot_rl.core import frames  # noqa: E402
-from robot_rl.core.arm import UR5E  # noqa: E402
+from robot_rl.core.arm import builtin_arm  # noqa: E402
 from robot_rl.core.safety import DOWN_QUAT  # noqa: E402
+
+UR5E = builtin_arm("ur5e")
 
 KINEMATICS = "sim/arms/models/ur5e.xml"
 NAMES = list(UR5E.joint_names)

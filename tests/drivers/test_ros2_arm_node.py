@@ -23,8 +23,9 @@ pytest.importorskip("mink")
 
 from drivers.ros2_arm.state import pose_distance  # noqa: E402
 from robot_rl.core import frames  # noqa: E402
-from robot_rl.core.arm import UR5E  # noqa: E402
+from robot_rl.core.arm import builtin_arm  # noqa: E402
 
+UR5E = builtin_arm("ur5e")
 NAMES = list(UR5E.joint_names)
 
 

@@ -421,7 +421,9 @@ def test_recorded_crops_are_compared_with_the_setups() -> None:
 
 
 def test_arm_defaults_to_the_fr3_and_names_a_built_in_or_overrides_one(tmp_path: Path) -> None:
-    from robot_rl.core.arm import FR3
+    from robot_rl.core.arm import builtin_arm
+
+    FR3 = builtin_arm("fr3")
 
     assert parse_setup(copy.deepcopy(BASE)).arm is FR3
     assert parse_setup({**copy.deepcopy(BASE), "arm": "fr3"}).arm is FR3

@@ -38,7 +38,9 @@ from drivers.feetech.protocol import STS3215
 from drivers.feetech.servo_model import KinematicServoConfig, KinematicServoModel
 from drivers.so101.backend import So101Backend
 from drivers.so101.config import SO101_SAFETY, So101Config, So101Error
-from robot_rl.core.arm import SO101
+from robot_rl.core.arm import builtin_arm
+
+SO101 = builtin_arm("so101")
 
 
 def ticks_later(backend: So101Backend, n: int) -> Callable[[], bool]:

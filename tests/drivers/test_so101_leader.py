@@ -28,7 +28,9 @@ from drivers.teleop import so101_leader as leader_mod
 from drivers.teleop.mapping import TeleopMapConfig
 from robot_rl.app.arms.arm_calibrate import ArmCalibrateConfig, run_arm_calibrate
 from robot_rl.core import frames
-from robot_rl.core.arm import SO101
+from robot_rl.core.arm import builtin_arm
+
+SO101 = builtin_arm("so101")
 
 # -- servo models (plugged into the simulated bus) --------------------------------------------
 
