@@ -35,7 +35,7 @@ from sim.controller import ControllerConfig
 from sim.experts.base import Expert
 from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.robot import SimRobot
-from sim.tasks import peg_insert, reach
+from sim.tasks import assemble, peg_insert, plug_insert, reach
 from sim.tasks.base import SimTask
 from sim.twin_arms import TwinArm, twin_arm
 from sim.world import SimClock, SimWorld
@@ -67,6 +67,8 @@ class TaskInfo:
             policy's actions (``robot_rl.wrappers.FixedGripper``); None: the policy commands it.
         layout: Where the task lies for the twin's arm (:mod:`sim.layout`; set by
             :func:`task_info`).
+        needs_rotation: The task cannot be done without turning the TCP (plug_insert: the
+            plug's yaw to the socket's): learner envs refuse it without rotation control.
     """
 
     description: str
@@ -78,6 +80,7 @@ class TaskInfo:
     action_scale_m: float = 0.02
     fixed_gripper: float | None = None
     layout: TaskLayout = FR3_LAYOUT
+    needs_rotation: bool = False
 
     def make_expert(self, env_cfg: EnvConfig) -> Expert:
         """A fresh scripted expert for this task on its arm, acting in ``env_cfg``'s action
@@ -122,6 +125,36 @@ TASKS: dict[str, TaskInfo] = {
         state_objects=("peg_to_hole", "hole_pos"),
         action_scale_m=peg_insert.ACTION_SCALE_M,
         fixed_gripper=1.0,  # the peg is grasped from the start; opening drops it
+    ),
+    "plug_insert": TaskInfo(
+        description=plug_insert.DESCRIPTION,
+        default_safety=plug_insert.DEFAULT_SAFETY,
+        max_episode_steps=plug_insert.MAX_EPISODE_STEPS,
+        task_class="sim.tasks.plug_insert:PlugInsertTask",
+        expert_class="sim.experts.plug_insert:PlugInsertExpert",
+        state_objects=("tcp_to_grasp", "grasp_yaw_error", "tip_to_socket", "socket_yaw_error"),
+        action_scale_m=plug_insert.ACTION_SCALE_M,
+        needs_rotation=True,
+    ),
+    "assemble": TaskInfo(
+        description=assemble.DESCRIPTION,
+        default_safety=assemble.DEFAULT_SAFETY,
+        max_episode_steps=assemble.MAX_EPISODE_STEPS,
+        task_class="sim.tasks.assemble:AssembleTask",
+        expert_class="sim.experts.assemble:AssembleExpert",
+        state_objects=(
+            "tcp_to_bracket_grasp",
+            "bracket_grasp_yaw_error",
+            "bracket_to_nest",
+            "nest_yaw_error",
+            "seated",
+            "tcp_to_pin_grasp",
+            "pin_grasp_yaw_error",
+            "pin_tip_to_hole",
+            "hole_yaw_error",
+        ),
+        action_scale_m=assemble.ACTION_SCALE_M,
+        needs_rotation=True,
     ),
     "reach": TaskInfo(
         description=reach.DESCRIPTION,

@@ -71,6 +71,18 @@ class HumanConfig:
     """Press the success button in every reading while the task's success holds, as a person
     marks success where nothing else knows it (a twin setup with ``privileged: false``:
     ``record`` / ``label`` with ``--success-from buttons``)."""
+    reaction_steps: int = 0
+    """A person's reaction time, control steps: a takeover starts this many steps after the
+    stall was seen (the policy keeps driving meanwhile). 0: at once. People react to a
+    visual cue in about 0.2-0.3 s: 2-3 steps at 10 Hz."""
+    action_noise: float = 0.0
+    """Standard deviation of Gaussian noise on each driven action's motion axes (action units,
+    [-1, 1]; the gripper is left alone): a hand on a SpaceMouse is not a state machine. 0: the
+    expert's action exactly."""
+    attention_share: float = 1.0
+    """The attention budget: the person drives at most this share of the robot's steps so far
+    (over the whole run, not per episode); while over it, a stall goes uncorrected. 1.0: no
+    budget. A person supervising an hour of training cannot drive a third of it."""
 
     def __post_init__(self) -> None:
         if self.rule not in ("always", "no_progress"):
@@ -83,6 +95,12 @@ class HumanConfig:
             raise ValueError(f"takeover_steps must be >= 1, got {self.takeover_steps}")
         if self.max_interventions < 0:
             raise ValueError(f"max_interventions must be >= 0, got {self.max_interventions}")
+        if self.reaction_steps < 0:
+            raise ValueError(f"reaction_steps must be >= 0, got {self.reaction_steps}")
+        if not (math.isfinite(self.action_noise) and self.action_noise >= 0):
+            raise ValueError(f"action_noise must be a finite number >= 0, got {self.action_noise}")
+        if not 0.0 <= self.attention_share <= 1.0:
+            raise ValueError(f"attention_share must be in [0, 1], got {self.attention_share}")
 
 
 def zero_reading(stamp_s: float) -> TeleopState:
@@ -113,6 +131,8 @@ class SimulatedHuman:
         self._to_reading = to_reading
         self._rng = np.random.default_rng(0)
         self._driving = False
+        self.steps_seen = 0  # steps the person watched, over the run (the attention budget)
+        self.steps_driven = 0  # of them, steps the person drove
         self._new_episode()
 
     def _new_episode(self) -> None:
@@ -120,6 +140,7 @@ class SimulatedHuman:
         self._stall = 0
         self._left = 0  # steps of the current takeover still to drive
         self._count = 0  # takeovers this episode
+        self._react = -1  # steps until a decided takeover starts (-1: none decided)
 
     @property
     def interventions(self) -> int:
@@ -161,13 +182,23 @@ class SimulatedHuman:
             return self._drive(privileged, stamp_s)
         r = float(reward)
         if math.isfinite(r):
+            self.steps_seen += 1
             if r >= self._best + cfg.min_progress:
                 self._best, self._stall = r, 0
             else:
                 self._stall += 1
-        if self._left > 0 or (
-            self._stall >= cfg.patience_steps and self._count < cfg.max_interventions
-        ):
+        budget = self.steps_driven < cfg.attention_share * self.steps_seen or (
+            cfg.attention_share >= 1.0
+        )
+        stalled = self._stall >= cfg.patience_steps and self._count < cfg.max_interventions
+        if self._left == 0 and self._react < 0 and stalled and budget:
+            self._react = cfg.reaction_steps  # decided; the hand gets there in a moment
+        if self._left == 0 and self._react > 0:
+            self._react -= 1
+            self._driving = False
+            return zero_reading(stamp_s)
+        if self._left > 0 or self._react == 0:
+            self._react = -1
             if self._left == 0:  # a takeover begins
                 self._count += 1
                 self._left = cfg.takeover_steps
@@ -181,8 +212,13 @@ class SimulatedHuman:
 
     def _drive(self, privileged: Mapping, stamp_s: float) -> TeleopState:
         self._driving = True
-        a = self.expert.act({}, {keys.INFO_PRIVILEGED: privileged})
-        return self._to_reading(np.asarray(a, dtype=np.float64), stamp_s)
+        self.steps_driven += 1
+        a = np.asarray(self.expert.act({}, {keys.INFO_PRIVILEGED: privileged}), dtype=np.float64)
+        if self.cfg.action_noise > 0:  # the motion axes; the gripper is the last one
+            a[:-1] = np.clip(
+                a[:-1] + self._rng.normal(0.0, self.cfg.action_noise, a.size - 1), -1, 1
+            )
+        return self._to_reading(a, stamp_s)
 
 
 class SimHumanTeleop:

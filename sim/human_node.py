@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-progress", type=float, default=d.min_progress, help="no_progress")
     p.add_argument("--takeover-steps", type=int, default=d.takeover_steps, help="no_progress")
     p.add_argument("--max-interventions", type=int, default=d.max_interventions)
+    p.add_argument("--reaction-steps", type=int, default=d.reaction_steps, help="no_progress")
+    p.add_argument("--action-noise", type=float, default=d.action_noise)
+    p.add_argument("--attention-share", type=float, default=d.attention_share, help="no_progress")
     p.add_argument(
         "--press-success",
         action="store_true",
@@ -246,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="every k-th episode stop short of success (a near miss: the cube grasped but held "
         "low, the peg on the opening), as a person shows a classifier its hard negatives; "
-        "pick_cube and peg_insert; 0: never",
+        "pick_cube, peg_insert, plug_insert; 0: never",
     )
     p.add_argument(
         "--near-miss-margin",
@@ -287,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
             takeover_steps=args.takeover_steps,
             max_interventions=args.max_interventions,
             press_success=args.press_success,
+            reaction_steps=args.reaction_steps,
+            action_noise=args.action_noise,
+            attention_share=args.attention_share,
         )
     except ValueError as e:
         p.error(str(e))  # exit code 2 with the option to fix

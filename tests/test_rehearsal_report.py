@@ -24,6 +24,7 @@ def _row(i: int, twin: bool, classifier: bool, corrections: int) -> dict:
         "twin_success": twin,
         "classifier_success": classifier,
         "interventions": corrections,
+        "intervened_steps": 10 * corrections,
         "length": 100,
     }
 
@@ -55,6 +56,10 @@ def test_the_in_loop_target_counts_a_corrected_episode_as_a_failure():
     assert f["interventions_first_half"] == pytest.approx(1.0)  # rows 0-2: 2, 0, 1
     assert f["interventions_second_half"] == pytest.approx(0.75)  # rows 3-6: 0, 0, 3, 0
     assert f["success_all"] == pytest.approx(5 / 7)
+    effort = f["human_effort"]  # 100 steps at 10 Hz per episode
+    assert effort["corrections"] == 6 and effort["human_steps"] == 60
+    assert effort["robot_minutes"] == pytest.approx(700 / 600)
+    assert effort["robot_minutes_until_no_correction"] is None  # never 20 clean in a row
 
 
 def test_no_target_while_the_human_finishes_the_episodes():

@@ -123,6 +123,9 @@ def test_readings_and_config_checks():
         dict(takeover_steps=0),
         dict(max_interventions=-1),
         dict(min_progress=-0.1),
+        dict(reaction_steps=-1),
+        dict(action_noise=float("nan")),
+        dict(attention_share=1.5),
     ):
         with pytest.raises(ValueError):
             HumanConfig(**bad)
@@ -140,5 +143,56 @@ def test_presses_success_only_when_told_and_only_while_the_task_succeeds():
     assert "success" not in marks.observe(p, -0.1, 2.0, success=False).buttons
     pressed = marks.observe(p, 0.0, 3.0, success=True)
     assert "success" in pressed.buttons and np.any(pressed.twist)  # still driving
+    env.close()
+    backend.close()
+
+
+def test_a_person_reacts_late_after_the_stall():
+    """With a reaction time the takeover starts that many steps after the patience ran out:
+    the policy keeps the robot meanwhile."""
+    for reaction in (0, 3):
+        human = HumanConfig(patience_steps=8, takeover_steps=25, reaction_steps=reaction)
+        env, backend = _env("pick_cube", human)
+        flags, _ = _episode(env, 0, lambda o, i, e=env: _zero_policy(e))
+        first = flags.index(True)
+        assert first == 9 + reaction and not any(flags[:first]), flags
+        env.close()
+        backend.close()
+
+
+def test_the_attention_budget_caps_the_persons_share_of_the_steps():
+    """A person who may drive 5% of the robot's time leaves later stalls alone once the
+    share is spent, run-wide: over several episodes of a policy that never moves, the driven
+    share stays within one takeover of the budget (a takeover, once begun, is finished)."""
+    human = HumanConfig(patience_steps=5, takeover_steps=10, attention_share=0.05)
+    env, backend = _env("reach", human, hold_steps=0)
+    all_flags = []
+    for seed in range(6):
+        flags, _ = _episode(env, seed, lambda o, i: _zero_policy(env))
+        all_flags += flags
+    driven = sum(all_flags)
+    assert 0 < driven <= 0.05 * len(all_flags) + 10, (driven, len(all_flags))
+    unlimited, ub = _env("reach", HumanConfig(patience_steps=5, takeover_steps=10), hold_steps=0)
+    more = sum(
+        sum(_episode(unlimited, s, lambda o, i: _zero_policy(unlimited))[0]) for s in range(6)
+    )
+    assert more > driven  # the budget is what held the person back
+    for c in (env, backend, unlimited, ub):
+        c.close()
+
+
+def test_a_persons_hand_is_noisy_on_the_motion_axes_only():
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="pick_cube").env_setup())
+    _, info = env.reset(seed=0)
+    p = info[keys.INFO_PRIVILEGED]
+    readings = {}
+    for noise in (0.0, 0.3):
+        human = SimulatedHuman(
+            backend.make_expert(), HumanConfig(rule="always", action_noise=noise)
+        )
+        human.reset(np.random.default_rng(0))
+        readings[noise] = human.observe(p, math.nan, 1.0)
+    assert not np.allclose(readings[0.0].twist, readings[0.3].twist)
+    assert readings[0.0].gripper == readings[0.3].gripper
     env.close()
     backend.close()

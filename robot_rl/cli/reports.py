@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from robot_rl.run.effort import describe_effort
+
 
 def _gripper_text(fixed: float | None) -> str:
     if fixed is None:
@@ -74,6 +76,8 @@ def print_train(result: dict) -> None:
         )
     for w in result.get("reward_warnings") or []:
         print(f"WARNING {w['message']}")
+    if line := describe_effort(result.get("human_effort")):
+        print(line)
     print(f"learning curve: {result['learning_curve']}")
     print(f"checkpoint: {result['checkpoint']}", file=sys.stdout)
 
@@ -92,6 +96,9 @@ def print_learner(result: dict) -> None:
         )
     if "success_rate" in ev:
         print(f"final eval: success rate {ev['success_rate']:.2f}, return {ev['mean_return']:.2f}")
+    if line := describe_effort(result.get("human_effort")):
+        print(line)
+    if "success_rate" in ev:
         print(f"learning curve: {result['learning_curve']}")
 
 

@@ -72,6 +72,9 @@ class TrainConfig:
     rlif_penalty: float = DEFAULT_RLIF_PENALTY
     """Reward of the rlif penalty transition; must lie below the Q values it competes with
     (the twin: costs in [-1, 0) per step, -100 on failure)."""
+    control_hz: float = 10.0
+    """The env's control rate: robot time is env steps / control_hz (the human-effort figures,
+    :mod:`robot_rl.run.effort`; the twin's and the setups' default rate)."""
 
     def __post_init__(self) -> None:
         if self.total_env_steps < 1:
@@ -96,5 +99,7 @@ class TrainConfig:
             )
         if not math.isfinite(self.rlif_penalty):
             raise ValueError(f"rlif_penalty must be a finite number, got {self.rlif_penalty}")
+        if not (math.isfinite(self.control_hz) and self.control_hz > 0):
+            raise ValueError(f"control_hz must be > 0, got {self.control_hz}")
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")

@@ -39,9 +39,10 @@ from robot_rl.learner.malloc import keep_freed_memory
 from robot_rl.learner.plots import write_learning_curve
 from robot_rl.learner.routing import Router
 from robot_rl.replay import Mixer, ReplayBuffer
+from robot_rl.run.effort import HumanEffort
 from robot_rl.run.evaluate import evaluate
 from robot_rl.run.normalize import StateNormalizer
-from robot_rl.run.rundir import CURVE_PNG, EVAL_JSONL
+from robot_rl.run.rundir import CURVE_PNG, EFFORT_JSON, EVAL_JSONL, write_json_atomic
 
 
 class LearnerCore:
@@ -120,11 +121,25 @@ class LearnerCore:
         self.norm: StateNormalizer | None = None
         self.evals: list[dict] = []
         self.restored_from: Path | None = None  # the checkpoint restore() loaded
+        self.efforts: list[HumanEffort] = []  # one per router (stream of episodes)
 
     def router(self) -> Router:
-        """A new router into these buffers (one per stream of consecutive episodes)."""
+        """A new router into these buffers (one per stream of consecutive episodes), recording
+        its episodes' human effort."""
         cfg = self.cfg
-        return Router(cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty)
+        effort = HumanEffort(cfg.control_hz)
+        self.efforts.append(effort)
+        return Router(
+            cfg.intervention_mode, self.online, self.demo_buffer, cfg.rlif_penalty, effort
+        )
+
+    def human_effort(self) -> HumanEffort:
+        """The run's human effort: every stream's finished episodes (several actors: one
+        stream after another, each in its own order)."""
+        out = HumanEffort(self.cfg.control_hz)
+        for e in self.efforts:
+            out.episodes.extend(e.episodes)
+        return out
 
     # -- learning ----------------------------------------------------------------------------
 
@@ -238,6 +253,10 @@ class LearnerCore:
         self.evals.append(row)
         with open(self.run_dir / EVAL_JSONL, "a") as f:
             f.write(json.dumps(row) + "\n")
+        effort = self.human_effort()
+        if effort.episodes:
+            doc = {**effort.summary(), "over_time": effort.over_time()}
+            write_json_atomic(self.run_dir / EFFORT_JSON, doc)
         st.evals += 1
         st.capture({"sample": self.sample_rng, **np_rngs}, torch_rngs)
         ckpt = save_checkpoint(self.run_dir, self.agent, st)
@@ -248,6 +267,7 @@ class LearnerCore:
             # The star marks the checkpoint best.json names (one ranking: mark_best's).
             best = read_best(self.run_dir)
             at = [i for i, e in enumerate(rated) if best and e["env_steps"] == best["env_steps"]]
+            effort = self.human_effort()
             write_learning_curve(
                 self.run_dir / CURVE_PNG,
                 [e["env_steps"] for e in rated],
@@ -255,4 +275,5 @@ class LearnerCore:
                 [e["mean_return"] for e in rated],
                 title=str(self.run_dir.name),
                 best_index=at[-1] if at else None,
+                effort=effort if any(e.corrections for e in effort.episodes) else None,
             )

@@ -116,6 +116,8 @@ class TrainResult:
     mean_return), or None without an evaluation."""
     reward_warnings: list[dict] = dataclasses.field(default_factory=list)
     """Reward traps detected in the run's episodes (:mod:`robot_rl.run.traps`)."""
+    human_effort: dict | None = None
+    """The human's effort over the run (:meth:`robot_rl.run.effort.HumanEffort.summary`)."""
 
 
 class Trainer:
@@ -330,6 +332,7 @@ class Trainer:
             checkpoint=str(ckpt) if ckpt else "",
             best_eval=read_best(self.run_dir),
             reward_warnings=[w.as_dict() for w in self.traps.warnings],
+            human_effort=self.core.human_effort().summary(),
         )
 
     def _learn(self, done: bool) -> None:

@@ -275,6 +275,7 @@ class RemoteLearner:
             "learning_curve": str(self.run_dir / CURVE_PNG),
             "actors": _read_json(self.run_dir / ACTORS_JSON, {}),
             "backbone": self._backbone_counts(),
+            "human_effort": self.core.human_effort().summary(),
         }
 
     def _backbone_counts(self) -> dict[str, int] | None:

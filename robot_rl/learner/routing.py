@@ -47,6 +47,7 @@ from robot_rl.learner.config import DEFAULT_RLIF_PENALTY, INTERVENTION_MODES
 from robot_rl.replay import EpisodeLog, ReplayBuffer
 from robot_rl.replay.checks import check_finite, read_checked
 from robot_rl.replay.feature_cache import attach_features, log_features
+from robot_rl.run.effort import HumanEffort
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Router:
         demo: The demo buffer that takes intervened transitions (``hil-serl``); may be None
             while no intervened step arrives.
         rlif_penalty: Reward of the RLIF penalty transition.
+        effort: Records every routed episode's human effort (its intervention flags; on
+            resume, the log's), or None.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class Router:
         online: ReplayBuffer,
         demo: ReplayBuffer | None = None,
         rlif_penalty: float = DEFAULT_RLIF_PENALTY,
+        effort: HumanEffort | None = None,
     ) -> None:
         if mode not in INTERVENTION_MODES:
             raise ValueError(f"intervention mode {mode!r}; choose one of {INTERVENTION_MODES}")
@@ -88,11 +92,15 @@ class Router:
             raise ValueError(f"rlif_penalty must be finite, got {rlif_penalty}")
         self.mode, self.online, self.demo = mode, online, demo
         self.rlif_penalty = float(rlif_penalty)
+        self.effort = effort
         self._prev_intervened = False
 
     def begin_episode(self) -> None:
-        """A new episode starts (the next intervened step is an onset)."""
+        """A new episode starts (the next intervened step is an onset; the previous episode's
+        effort is recorded)."""
         self._prev_intervened = False
+        if self.effort is not None:
+            self.effort.end_episode()
 
     def add(
         self,
@@ -107,6 +115,8 @@ class Router:
         """Route one step (learner layout, policy-space actions)."""
         onset = intervened and not self._prev_intervened
         self._prev_intervened = intervened
+        if self.effort is not None:
+            self.effort.add_step(intervened)
         if self.mode == "rlif" and onset:
             self.online.add(obs, policy_action, self.rlif_penalty, next_obs, True, False)
         self.online.add(obs, action, reward, next_obs, terminated, intervened)
@@ -153,12 +163,23 @@ class Router:
             else:
                 n_int += int(e.extra.get("interventions", 0))
                 n_steps += int(known or 0)
-        check_finite(log, [e for e, _ in to_read])  # NaN/inf refuses (robot_rl.replay.checks)
+                to_read.append((e, None))  # counted from its metadata, not read
+        reads = [e for e, fits in to_read if fits is not None]
+        check_finite(log, reads)  # NaN/inf refuses (robot_rl.replay.checks)
         backbone = self.online.features
         feats = {}
-        if backbone is not None and to_read:  # cached on disk beside the log
+        if backbone is not None and reads:  # cached on disk beside the log
             feats = {c: log_features(log, c, backbone) for c in log.layout.images}
+        if self.effort is not None:
+            self.effort.end_episode()
         for e, fits in to_read:  # frames with features cached are not read twice
+            if fits is None:
+                if self.effort is not None:
+                    count = int(e.extra.get("interventions", 0))
+                    self.effort.add_episode(
+                        e.length, count, int(e.extra.get("intervened_steps") or 0)
+                    )
+                continue
             ep = read_checked(log, e.index, images=not feats)
             if feats:
                 attach_features(ep, e.start_obs, feats)
@@ -166,6 +187,8 @@ class Router:
             onsets = flags & ~np.concatenate([[False], flags[:-1]])
             n_int += int(onsets.sum())
             n_steps += int(flags.sum())
+            if self.effort is not None:
+                self.effort.add_flags(flags)
             if fits:
                 self.online.add_episode(ep)
                 added += e.length

@@ -9,7 +9,9 @@ below the success threshold, by refusing the motion that would pass it:
   (``cube_lift_m``; success needs ``LIFT_HEIGHT_M``), so the arm holds the grasped cube low;
 - ``peg_insert``: the commanded descent never takes the peg tip deeper than ``cap`` below the
   fixture top (success needs ``SUCCESS_DEPTH_M`` inside the opening), so the peg rests on the
-  fixture or at the opening, or sits partly inserted.
+  fixture or at the opening, or sits partly inserted;
+- ``plug_insert``: the same for the plug's tip below the socket top (success needs its
+  ``SUCCESS_DEPTH_M``): the plug carried over the socket, resting on it, or partly in.
 
 The cap is a proportional hold, not only a refusal: a zero action holds the measured pose, and
 a held payload sags about 0.2 mm per step at zero action (the twin's controller), which would
@@ -29,10 +31,11 @@ import numpy as np
 
 from robot_rl.core import keys
 from sim.experts.base import Expert
+from sim.tasks import plug_insert
 from sim.tasks.peg_insert import SUCCESS_DEPTH_M
 from sim.tasks.pick_cube import LIFT_HEIGHT_M
 
-NEAR_MISS_TASKS = ("pick_cube", "peg_insert")
+NEAR_MISS_TASKS = ("pick_cube", "peg_insert", "plug_insert")
 """Tasks with a near-miss rule."""
 NEAR_MISS_MARGIN = 0.6
 """Default margin: caps in ``[0, 0.6 x threshold]``. ``bench/classifier_near_miss.py`` measures
@@ -69,7 +72,11 @@ class NearMissExpert:
         self.expert, self.task, self.margin = expert, task, check_margin(margin)
         layout = getattr(expert, "layout", None)  # pick_cube's lift scales with the task
         lift_m = LIFT_HEIGHT_M if layout is None else layout.length(LIFT_HEIGHT_M)
-        self.threshold_m = lift_m if task == "pick_cube" else SUCCESS_DEPTH_M
+        self.threshold_m = {
+            "pick_cube": lift_m,
+            "peg_insert": SUCCESS_DEPTH_M,
+            "plug_insert": plug_insert.SUCCESS_DEPTH_M,
+        }[task]
         self.cap_m = 0.0
 
     def reset(self, rng: np.random.Generator) -> None:
@@ -87,6 +94,7 @@ class NearMissExpert:
         else:
             # Down by at most what is left above the cap: the tip's height above the fixture
             # top (negative once inside) plus the cap depth.
-            room_m = self.cap_m - float(p["peg_to_hole"][2])  # peg_to_hole z = top - tip
+            to_top = p["peg_to_hole"] if self.task == "peg_insert" else p["tip_to_socket"]
+            room_m = self.cap_m - float(to_top[2])  # z = top - tip
             a[2] = max(float(a[2]), -room_m / scale)  # room < 0 (sagged past): back up
         return a

@@ -239,3 +239,21 @@ def test_the_label_near_miss_margin_is_checked(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="--label-near-miss-margin must be in"):
             RehearseConfig(out=tmp_path, label_near_miss_margin=bad)
     assert RehearseConfig(out=tmp_path, label_near_miss_margin=0.95).label_near_miss_margin == 0.95
+
+
+def test_a_task_that_needs_rotation_rehearses_with_it_and_the_human_settings_are_checked(
+    tmp_path: Path,
+) -> None:
+    """plug_insert and assemble need the TCP's yaw: the rehearsal's demos, labels and policy
+    control rotation unless told otherwise; the simulated human's person-like settings are
+    checked before anything starts."""
+    from robot_rl.app.rehearsal.rehearse import RehearseConfig
+
+    assert RehearseConfig(out=tmp_path, task="plug_insert").rotation is True
+    assert RehearseConfig(out=tmp_path, task="assemble").rotation is True
+    assert RehearseConfig(out=tmp_path, task="pick_cube").rotation is False
+    assert RehearseConfig(out=tmp_path, task="pick_cube", control_rotation=True).rotation is True
+    with pytest.raises(ValueError, match="attention_share must be in"):
+        RehearseConfig(out=tmp_path, human_attention_share=1.5)
+    with pytest.raises(ValueError, match="reaction_steps must be >= 0"):
+        RehearseConfig(out=tmp_path, human_reaction_steps=-1)

@@ -15,6 +15,7 @@ from robot_rl.learner.config import TrainConfig
 from robot_rl.learner.loop import Trainer
 from robot_rl.learner.routing import Router
 from robot_rl.replay import EpisodeLog, ReplayBuffer
+from robot_rl.run.effort import HumanEffort
 
 LAYOUT = ObsLayout(state_dim=2, images={})
 A = 2
@@ -74,7 +75,7 @@ EPISODES = [
 def _route_live(mode: str) -> Router:
     online = ReplayBuffer(100, LAYOUT, A)
     demo = ReplayBuffer(100, LAYOUT, A) if mode == "hil-serl" else None
-    r = Router(mode, online, demo, PENALTY)
+    r = Router(mode, online, demo, PENALTY, HumanEffort(10.0))
     for k, flags in enumerate(EPISODES):
         r.begin_episode()
         for s in _episode(k, flags):
@@ -87,6 +88,7 @@ def _route_live(mode: str) -> Router:
                 s["terminated"],
                 s["intervened"],
             )
+    r.begin_episode()  # closes the last episode's effort record
     return r
 
 
@@ -150,9 +152,13 @@ def test_rebuild_from_the_log_routes_like_the_live_run(tmp_path, mode, with_meta
     log = _write_log(tmp_path / "log.zarr", with_meta)
     online = ReplayBuffer(100, LAYOUT, A)
     demo = ReplayBuffer(100, LAYOUT, A) if mode == "hil-serl" else None
-    got = Router(mode, online, demo, PENALTY).rebuild(log, ("online",))
+    effort = HumanEffort(10.0)
+    got = Router(mode, online, demo, PENALTY, effort).rebuild(log, ("online",))
     log.close()
     assert (got.transitions, got.interventions, got.intervened_steps) == (11, 3, 5)
+    # The human's effort, episode by episode, as the live run recorded it.
+    assert effort.episodes == live.effort.episodes
+    assert [e.corrections for e in effort.episodes] == [2, 1, 0]
     assert sorted(_contents(online)) == sorted(_contents(live.online))
     assert _contents(demo) == _contents(live.demo)
 
@@ -209,7 +215,7 @@ def test_trainer_logs_routes_and_resumes_interventions(tmp_path, twin, mode):
     run = tmp_path / "run"
     agent = sac_factory(small_sac())
     t = Trainer(env, eval_env, _cfg(mode, 90), agent, run, intervention=env)
-    t.run()
+    result = t.run()
     n_int, n_steps = t.interventions_total, t.intervened_steps_total
     assert n_int >= 3 and n_steps >= n_int  # random actions stall; the human steps in
 
@@ -223,7 +229,16 @@ def test_trainer_logs_routes_and_resumes_interventions(tmp_path, twin, mode):
     assert not np.allclose(act[flags], prop[flags])  # the human's, with the proposal kept
     assert sum(m.extra["interventions"] for m in log.episodes) == n_int
     assert all(0.0 <= m.extra["intervention_rate"] <= 1.0 for m in log.episodes)
+    # The human-effort figures come from the logged flags: the live record of every episode
+    # that finished before the budget ended the run is the log's.
+    logged = HumanEffort.from_log(log, 10.0).episodes
+    live = t.core.human_effort().episodes
+    assert live == logged[: len(live)] and len(live) >= len(logged) - 1
+    assert sum(e.corrections for e in logged) == n_int
     log.close()
+    saved = json.loads((run / "human_effort.json").read_text())
+    assert saved["corrections"] == sum(e.corrections for e in live)
+    assert result.human_effort == t.core.human_effort().summary()
     row = json.loads((run / "eval.jsonl").read_text().splitlines()[-1])
     assert (row["interventions"], row["intervened_steps"]) == (n_int, n_steps)
 
@@ -235,6 +250,7 @@ def test_trainer_logs_routes_and_resumes_interventions(tmp_path, twin, mode):
     resumed = Trainer(env, eval_env, _cfg(mode, 120), agent, run, resume=True, intervention=env)
     resumed.open()
     assert (resumed.interventions_total, resumed.intervened_steps_total) == (n_int, n_steps)
+    assert resumed.core.human_effort().episodes == logged  # rebuilt from the log
     assert sorted(_contents(resumed.online)) == sorted(live_online)
     assert _contents(resumed.demo_buffer) == live_demo
     resumed.log.close()

@@ -137,6 +137,12 @@ class LearnerEnvConfig:
                 f"--gripper-discretize needs a gripper the policy commands; with --task "
                 f"{self.task} --gripper {self.gripper} the env holds it: drop --gripper-discretize"
             )
+        if self.env is None and self.task in TASKS and not self.control_rotation:
+            if TASKS[self.task].needs_rotation:
+                raise ValueError(
+                    f"--task {self.task} needs --control-rotation: it cannot be done without "
+                    "turning the TCP (robot-rl envs describes the task)"
+                )
         if self.obs == "pixels" and not self.cameras:
             raise ValueError("--obs pixels needs at least one camera in --cameras")
         if self.image_size < 16:

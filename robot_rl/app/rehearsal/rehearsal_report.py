@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.run.effort import HumanEffort, describe_effort
+
 
 def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[str, Any]]:
     """The joined training episodes (see the module docstring)."""
@@ -106,7 +108,7 @@ def _after_target(f: dict) -> str:
     )
 
 
-def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
+def figures(rows: list[dict], target: float, n: int, control_hz: float = 10.0) -> dict[str, Any]:
     """The report's figures from the joined episodes."""
     last = unaided_successes(rows)[-n:]
     window = _window_success(rows, n)
@@ -132,7 +134,16 @@ def figures(rows: list[dict], target: float, n: int) -> dict[str, Any]:
         "interventions": int(sum(r["interventions"] for r in rows)),
         "interventions_first_half": _mean_interventions(rows[: len(rows) // 2]),
         "interventions_second_half": _mean_interventions(rows[len(rows) // 2 :]),
+        "human_effort": effort_of(rows, control_hz).summary(),
     }
+
+
+def effort_of(rows: list[dict], control_hz: float) -> HumanEffort:
+    """The training episodes' human effort (their logged corrections and human steps)."""
+    effort = HumanEffort(control_hz)
+    for r in rows:
+        effort.add_episode(r["length"], r["interventions"], r["intervened_steps"])
+    return effort
 
 
 def false_positive_truth(rows: list[dict]) -> dict[str, list[float]]:
@@ -237,10 +248,14 @@ def _rolling(values: list[float], k: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def plot(rows: list[dict], out: Path, title: str) -> list[str]:
+def plot(rows: list[dict], out: Path, title: str, control_hz: float = 10.0) -> list[str]:
     """success.png (the twin's score of all episodes, the policy's unaided success, the
-    classifier's verdict) and interventions.png, over robot minutes; the paths written."""
+    classifier's verdict) and interventions.png (corrections per episode, human-controlled
+    steps per robot minute, when the corrections stopped), over robot minutes; the paths
+    written."""
     import matplotlib
+
+    from robot_rl.learner.plots import plot_effort
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -259,8 +274,7 @@ def plot(rows: list[dict], out: Path, title: str) -> list[str]:
     ax.legend(loc="lower right")
     paths.append(_save(plt, fig, ax, out / "success.png"))
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.plot(t, _rolling([r["interventions"] for r in rows], k))
-    ax.set(xlabel="robot time (min)", ylabel=f"corrections / episode (last {k})")
+    plot_effort(ax, effort_of(rows, control_hz))
     paths.append(_save(plt, fig, ax, out / "interventions.png"))
     return paths
 
@@ -279,7 +293,7 @@ def write_report(
     """``report.json``, the PNGs and ``summary.md`` in ``out``; the report dict."""
     since = steps.get("train", {}).get("wall_start", float("inf"))
     rows = training_episodes(out, cfg.control_hz, since)
-    fig = figures(rows, cfg.target_success, cfg.target_episodes)
+    fig = figures(rows, cfg.target_success, cfg.target_episodes, cfg.control_hz)
     actor = results.get("actor") or {}
     learner = results.get("learner") or {}
     train_wall = steps.get("train", {})
@@ -300,6 +314,8 @@ def write_report(
         actor_mean_act_s=actor.get("mean_act_s"),
         actor_mean_tick_work_s=actor.get("mean_tick_work_s"),
         actor_scheduling=actor.get("scheduling"),
+        actor_backlog_holds=actor.get("backlog_holds"),
+        actor_backlog_held_s=actor.get("backlog_held_s"),
         learner_updates=learner.get("updates"),
         learner_updates_per_s=(learner["updates"] / wall_s)
         if learner.get("updates") and wall_s
@@ -347,7 +363,7 @@ def write_report(
     }
     if rows:
         report["plots"] = plot(
-            rows, out, f"rehearsal: {cfg.task} from {cfg.obs} on the {cfg.arm} twin"
+            rows, out, f"rehearsal: {cfg.task} from {cfg.obs} on the {cfg.arm} twin", cfg.control_hz
         )
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "summary.md").write_text(summary(report))
@@ -390,6 +406,21 @@ def _cpu_share(f: dict[str, Any]) -> str:
     if gc_s is not None:  # actors since garbage collections were timed
         said += f", collected garbage (any thread) {gc_s / work:.0%}"
     return said
+
+
+def _behind(f: dict[str, Any]) -> str:
+    """Whether the learner fell behind the robot: the actor's holds before episodes while the
+    learner owed more updates than its bound (``actor --max-learner-backlog``)."""
+    holds = f.get("actor_backlog_holds")
+    if holds is None:
+        return "learner backlog not reported"
+    if not holds:
+        return "the learner kept pace (the actor never waited for it)"
+    held = f.get("actor_backlog_held_s") or 0.0
+    return (
+        f"**the learner fell behind the robot**: the actor held {holds} times, "
+        f"{held / 60.0:.1f} min in all, for it to catch up"
+    )
 
 
 def _missed(f: dict[str, Any], threshold: float | None) -> str:
@@ -440,6 +471,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{f['interventions']} (per episode: first half "
         f"{_fmt(f['interventions_first_half'])}, second half "
         f"{_fmt(f['interventions_second_half'])}).",
+        f"- {describe_effort(f.get('human_effort')) or 'human effort: no correction'}.",
         f"- Classifier: precision {_fmt(c['precision'])}, recall {_fmt(c['recall'])} held out "
         f"(threshold {_fmt(c['threshold'], '.3f')}); held-out successes confirmed "
         f"{c.get('successes_confirmed')}, missed {c.get('successes_missed')}, false "
@@ -456,7 +488,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{_fmt(f.get('actor_mean_tick_work_s'), '.3f')} s; final evaluation over ROS 2: mean "
         f"{_fmt(f.get('final_eval_ros_mean_action_age_s'), '.3f')} s); "
         f"learner {f['learner_updates']} updates, "
-        f"{_fmt(f['learner_updates_per_s'])} updates/s.",
+        f"{_fmt(f['learner_updates_per_s'])} updates/s; {_behind(f)}.",
         f"- CPU during training, in cores (2.0: both cores all along): "
         f"{_cores(train.get('cpu_cores'))}.",
         f"- Readers of the twin's truth (task/status) during training: "

@@ -125,8 +125,8 @@ class RehearseConfig:
     """Step limit of a labelling episode (None: the task's)."""
     label_near_miss_every: int = 3
     """Every k-th labelling episode the simulated human stops short of success (pick_cube,
-    peg_insert; ignored for other tasks): the hard negatives a person shows the classifier.
-    0: every labelling episode succeeds."""
+    peg_insert, plug_insert; ignored for other tasks): the hard negatives a person shows the
+    classifier. 0: every labelling episode succeeds."""
     label_near_miss_margin: float | None = None
     """A near miss stops below this fraction of the success threshold, drawn per episode (None:
     0.6). Closer near misses show the classifier the frames a policy stopping just short of
@@ -153,6 +153,9 @@ class RehearseConfig:
     """State gates of the classifier (`reward train --gates`), e.g. `gripper_pos>=0.45
     gripper_pos<=0.7` for a cube in the closed hand: a frame outside them cannot confirm
     success, whatever the cameras show."""
+    control_rotation: bool | None = None
+    """7-dim actions with rotation for the demos, the labels and the policy (None: when the
+    task needs it, as plug_insert and assemble do; else the 4-dim [dx, dy, dz, gripper])."""
     gripper_discretize: bool = True
     """The learner's `--gripper-discretize` (close / open / keep the last command), where the
     task lets the policy command the gripper: pick_cube from pixels reached 0.94 with it in 10
@@ -161,6 +164,13 @@ class RehearseConfig:
     """Training: the simulated human takes over when the policy has not made progress for this
     many steps (`actor --human-patience-steps`); a person who steps in at every hesitation
     leaves the policy few chances to recover on its own."""
+    human_reaction_steps: int = HumanConfig().reaction_steps
+    """Training: the simulated human's reaction time, steps (`actor --human-reaction-steps`)."""
+    human_action_noise: float = HumanConfig().action_noise
+    """Training: noise on the simulated human's motions (`actor --human-action-noise`)."""
+    human_attention_share: float = HumanConfig().attention_share
+    """Training: the simulated human's attention budget, the most of the robot's steps it
+    drives (`actor --human-attention-share`; 1.0: no budget)."""
     learner_args: tuple[str, ...] = ()
     """More options of `robot-rl learner`, as one quoted string split like a shell line, e.g.
     `--learner-args="--utd 2 --sac.critic-arch residual"` (the `=` form: a value that starts
@@ -196,6 +206,11 @@ class RehearseConfig:
             raise ValueError(
                 f"--human-patience-steps must be >= 1, got {self.human_patience_steps}"
             )
+        HumanConfig(  # the other --human-* settings' checks, before anything starts
+            reaction_steps=self.human_reaction_steps,
+            action_noise=self.human_action_noise,
+            attention_share=self.human_attention_share,
+        )
         if not self.robot_minutes > 0:
             raise ValueError(f"--robot-minutes must be > 0, got {self.robot_minutes}")
         if not 0.0 < self.target_success <= 1.0 or self.target_episodes < 1:
@@ -222,6 +237,15 @@ class RehearseConfig:
             EventSchedule(1.0 / 500.0, 1.0 / self.control_hz, self.state_hz, 30.0)
         except ValueError as e:
             raise ValueError(f"--state-hz {self.state_hz:g} / --control-hz: {e}") from e
+
+    @property
+    def rotation(self) -> bool:
+        """Whether the actions control rotation (``control_rotation``, else the task's need)."""
+        if self.control_rotation is not None:
+            return self.control_rotation
+        from sim.backend import TASKS
+
+        return bool(TASKS[self.task].needs_rotation) if self.task in TASKS else False
 
     @property
     def robot_steps(self) -> int:
@@ -331,6 +355,7 @@ class Rehearsal:
             common = ["--setup", str(setup), "--teleop", "sim-expert", "--json"]
             obs = ["--obs", cfg.obs] + (["--cameras", *cfg.cameras] if cfg.obs == "pixels" else [])
             obs += ["--previous-action"] if cfg.previous_action else []
+            obs += ["--control-rotation"] if cfg.rotation else []
             size = ["--image-size", str(cfg.image_size)]
             self._step("record", ["record", *common, "--out", str(self.out / "demos.zarr"),
                                   "--episodes", str(cfg.demos), *obs, *size,
@@ -343,6 +368,7 @@ class Rehearsal:
                 steps += ["--sim-near-miss-every", str(cfg.label_near_miss_every)]
                 if cfg.label_near_miss_margin is not None:
                     steps += ["--sim-near-miss-margin", f"{cfg.label_near_miss_margin:g}"]
+            steps += ["--control-rotation"] if cfg.rotation else []
             self._step("label", ["label", *common, "--out", str(self.out / "frames.zarr"),
                                  "--episodes", str(cfg.label_episodes), *size, *steps,
                                  "--cameras", *cfg.cameras])  # fmt: skip
@@ -393,7 +419,8 @@ class Rehearsal:
         env_args = ["--task", cfg.task, "--arm", cfg.arm, *obs, *size]
         from robot_rl.app.envs.collect import LearnerEnvConfig
 
-        if cfg.gripper_discretize and LearnerEnvConfig(task=cfg.task).fixed_gripper() is None:
+        lenv = LearnerEnvConfig(task=cfg.task, control_rotation=cfg.rotation)
+        if cfg.gripper_discretize and lenv.fixed_gripper() is None:
             env_args.append("--gripper-discretize")
         t0 = time.time()
         learner = self._spawn("learner", [
@@ -405,6 +432,9 @@ class Rehearsal:
             "actor", "--learner", bind, "--run", str(self.out / "actor"), "--setup", str(setup),
             "--reward", str(self.out / "classifier"), "--human", "sim", "--seed", str(cfg.seed),
             "--human-patience-steps", str(cfg.human_patience_steps),
+            "--human-reaction-steps", str(cfg.human_reaction_steps),
+            "--human-action-noise", repr(float(cfg.human_action_noise)),
+            "--human-attention-share", repr(float(cfg.human_attention_share)),
             "--steps", str(cfg.robot_steps), "--no-progress", "--json", *env_args,
             *cfg.actor_args])  # fmt: skip
         self.say(f"train: learner on {bind}, actor on {setup} for {cfg.robot_minutes:g} robot min")

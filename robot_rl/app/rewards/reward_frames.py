@@ -44,7 +44,7 @@ class RewardFramesConfig:
     out: Path
     """The frame store to create (refused if it exists)."""
     task: str = "pick_cube"
-    """Twin task with a near-miss rule: pick_cube or peg_insert."""
+    """Twin task with a near-miss rule: pick_cube, peg_insert or plug_insert."""
     arm: str = DEFAULT_ARM
     """The twin's arm kind (fr3, ur5e, so101: docs/arms.md); its cameras render the frames."""
     episodes: int = 60

@@ -64,7 +64,8 @@ class TeleopOptions:
     sim_near_miss_every: int = 0
     """--teleop sim-expert: every k-th episode the simulated human stops short of success (the
     cube grasped but held low, the peg on the opening), as a person labelling frames shows the
-    classifier failures that look almost like success (pick_cube, peg_insert). 0: never."""
+    classifier failures that look almost like success (pick_cube, peg_insert, plug_insert). 0:
+    never."""
     sim_near_miss_margin: float | None = None
     """--sim-near-miss-every: a near miss stops below this fraction of the success threshold,
     drawn per episode (None: 0.6; closer, e.g. 0.95, where success differs from a near miss by

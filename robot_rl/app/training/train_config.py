@@ -92,6 +92,14 @@ class SimHumanFlags:
     """--human sim: steps the expert drives per takeover."""
     human_max_interventions: int = _HUMAN.max_interventions
     """--human sim: takeovers per episode at most."""
+    human_reaction_steps: int = _HUMAN.reaction_steps
+    """--human sim: a takeover starts this many steps after the stall was seen (a person's
+    reaction time; 2-3 at 10 Hz)."""
+    human_action_noise: float = _HUMAN.action_noise
+    """--human sim: Gaussian noise (std, action units) on the driven motion axes."""
+    human_attention_share: float = _HUMAN.attention_share
+    """--human sim: the attention budget, the most of the robot's steps the person drives over
+    the run (1.0: no budget)."""
     human_policy: str | None = None
     """--env with --human sim: the scripted policy the simulated human drives with
     (module:function, as `collect --policy`: function(observation, info) -> action in the env's
@@ -161,6 +169,9 @@ class SimHumanFlags:
             min_progress=self.human_min_progress,
             takeover_steps=self.human_takeover_steps,
             max_interventions=self.human_max_interventions,
+            reaction_steps=self.human_reaction_steps,
+            action_noise=self.human_action_noise,
+            attention_share=self.human_attention_share,
         )
 
 

@@ -192,6 +192,9 @@ def human_node_args(cmd: Any) -> tuple[str, ...]:
         "--min-progress", repr(float(h.min_progress)),
         "--takeover-steps", str(h.takeover_steps),
         "--max-interventions", str(h.max_interventions),
+        "--reaction-steps", str(h.reaction_steps),
+        "--action-noise", repr(float(h.action_noise)),
+        "--attention-share", repr(float(h.attention_share)),
         "--seed", str(cmd.seed),
     )  # fmt: skip
 
