@@ -206,6 +206,13 @@ class ActorConfig:
     succeeded for this long, the error ends the run, seconds (0: the first one ends it)."""
     sensor_retry_s: float = 0.5
     """After a stale sensor, wait this long before the next reset, seconds."""
+    log_flush_every_steps: int = LOG_FLUSH["flush_every_steps"]
+    """Flush the log after this many steps (or ``LOG_FLUSH``'s 1 s, whichever first). A
+    distributed actor sends a step only once it is flushed: 3 keeps the learner close. The
+    embedded trainer routes steps to its buffers directly and flushes for durability only, so
+    it uses 100 (every second, in effect): each flush costs zarr's IO threads CPU and the GIL,
+    and every 3 steps made a 1500-step ``train`` 1.30x slower than every 100 (58.3 s against
+    45.0 s on this 2-core machine)."""
 
     def __post_init__(self) -> None:
         if self.total_env_steps is not None and self.total_env_steps < 1:
@@ -220,6 +227,10 @@ class ActorConfig:
             raise ValueError("pause_poll_s must be > 0, late_reward_drain_s >= 0")
         if self.sensor_fault_timeout_s < 0 or self.sensor_retry_s < 0:
             raise ValueError("sensor_fault_timeout_s and sensor_retry_s must be >= 0")
+        if self.log_flush_every_steps < 1:
+            raise ValueError(
+                f"log_flush_every_steps must be >= 1, got {self.log_flush_every_steps}"
+            )
         if self.max_learner_backlog is not None and self.max_learner_backlog < 0:
             raise ValueError(
                 f"max_learner_backlog must be >= 0 or None, got {self.max_learner_backlog}"
@@ -313,7 +324,7 @@ class Actor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if path.exists():
             elog = EpisodeLog.open(
-                path, unfinished="truncate", mode="a", auto_flush=False, **LOG_FLUSH
+                path, unfinished="truncate", mode="a", auto_flush=False, **self._flush_cadence()
             )
             if elog.layout != self.adapter.layout or elog.action_dim != self.amap.dim:
                 elog.close()
@@ -324,8 +335,12 @@ class Actor:
             return elog
         meta = {"source": SOURCE_ONLINE, "seed": self.cfg.seed, **meta}
         return EpisodeLog.create(
-            path, self.adapter.layout, self.amap.dim, meta, auto_flush=False, **LOG_FLUSH
-        )
+            path, self.adapter.layout, self.amap.dim, meta, auto_flush=False,
+            **self._flush_cadence(),
+        )  # fmt: skip
+
+    def _flush_cadence(self) -> dict[str, float]:
+        return {**LOG_FLUSH, "flush_every_steps": self.cfg.log_flush_every_steps}
 
     # -- the loop ----------------------------------------------------------------------------
 

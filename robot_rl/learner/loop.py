@@ -100,6 +100,12 @@ __all__ = [
 ]
 
 
+EMBEDDED_LOG_FLUSH_STEPS = 100
+"""The embedded trainer flushes its log every second or 100 steps (durability only: its steps
+reach the buffers directly), not every 3 as a distributed actor must (``ActorConfig
+.log_flush_every_steps`` says what that cost)."""
+
+
 @dataclass(frozen=True)
 class TrainResult:
     """What a finished :meth:`Trainer.run` reports."""
@@ -263,6 +269,7 @@ class Trainer:
             seed=cfg.seed,
             random_steps=0 if self.core.demos is not None else cfg.random_steps,
             tick_budget_s=None,  # the update runs inside the tick, by design
+            log_flush_every_steps=EMBEDDED_LOG_FLUSH_STEPS,
             late_reward_drain_s=self.late_reward_drain_s,
         )
         policy = _AgentPolicy(self.core, self.act_gen)
