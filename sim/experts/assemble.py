@@ -22,11 +22,12 @@ BRACKET_KEYS = PartKeys(
 BRACKET_STAGE = StageConfig(
     carry_tip_z_m=0.07,
     hover_m=0.005,
-    align_tol_m=0.0002,
+    align_tol_m=0.0003,
+    descent_step_m=0.003,
     release_depth_m=NEST_WALL_H_M - SEATED_M + 0.0005,
 )
-"""Carry the bracket's bottom 7 cm up (over the standing pin), centre it to 0.2 mm over the
-pocket (0.5 mm a side), lower it, let go once it is seated."""
+"""Carry the bracket's bottom 7 cm up (over the standing pin), centre it to 0.3 mm over the
+pocket (1 mm a side), lower it 3 mm a step, let go once it is seated."""
 PIN_KEYS = PartKeys(
     to_grasp="tcp_to_pin_grasp",
     grasp_yaw="pin_grasp_yaw_error",
