@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import tyro
+from sim_speed import machine_info  # bench/ is the script's directory
 
 from robot_rl.core import keys
 
@@ -41,30 +42,6 @@ class Config:
     """Friction scale ranges (low,high) drawn per episode: the default (none) and a spread."""
     jsonl: Path | None = None
     """Append the rows to this file too."""
-
-
-def machine() -> dict:
-    import os
-    import platform
-
-    import mujoco
-
-    cpu = platform.processor() or "unknown"
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in open("/proc/cpuinfo")
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    return {
-        "cpu_model": cpu,
-        "cpu_cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "mujoco": mujoco.__version__,
-    }
 
 
 def run(task: str, arm: str, friction: tuple[float, float], policy: str, episodes: int) -> dict:
@@ -121,7 +98,7 @@ def run(task: str, arm: str, friction: tuple[float, float], policy: str, episode
             "max_episode_steps": info.max_episode_steps,
             "control_rotation": True,
         },
-        "machine": machine(),
+        "machine": machine_info(),
         "success_rate": wins / episodes,
         "failure_rate": fails / episodes,
         "mean_length": float(np.mean(lengths)),

@@ -46,7 +46,8 @@ from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
 from sim.tasks.base import FAILURE_REWARD, SimTask
-from sim.tasks.peg_insert import CONTACT_SOLIMP, CONTACT_SOLMIX, CONTACT_SOLREF, yaw_of
+from sim.tasks.fixtures import STIFF_CONTACT, bevelled_prism, mesh_vertex_attr, ring_geoms
+from sim.tasks.peg_insert import yaw_of
 
 BRACKET_SIDE_M = 0.04
 BRACKET_H_M = 0.035
@@ -70,7 +71,6 @@ PIN_GRASP_BELOW_TOP_M = 0.015
 SEATED_M = 0.002
 PIN_SUCCESS_DEPTH_M = 0.015
 TIPPED_RAD = 0.7
-FRICTION = 0.5
 BRACKET_XY_LOW_M = (0.42, -0.17)
 BRACKET_XY_HIGH_M = (0.52, -0.08)
 BRACKET_NOMINAL_XY_M = (0.47, -0.12)
@@ -113,33 +113,9 @@ def wrap_quarter(angle: float) -> float:
     return float((angle + np.pi / 4) % (np.pi / 2) - np.pi / 4)
 
 
-def _ring(name: str, inner: float, outer: float, height: float, rgba: str, z0: float = 0.0) -> str:
-    """Four boxes around a square opening of side ``inner`` (outer side ``outer``), from ``z0``
-    to ``z0 + height`` in the body frame."""
-    h, hz, big = inner / 2, height / 2, outer / 2
-    w = (big - h) / 2
-    walls = (
-        ("px", (h + w, 0.0), (w, big)),
-        ("nx", (-h - w, 0.0), (w, big)),
-        ("py", (0.0, h + w), (h, w)),
-        ("ny", (0.0, -h - w), (h, w)),
-    )
-    return "\n".join(
-        f'<geom name="{name}_{n}" class="object" type="box" pos="{x} {y} {z0 + hz}" '
-        f'size="{sx} {sy} {hz}" friction="{FRICTION} 0.01 0.0001" solref="{CONTACT_SOLREF}" '
-        f'solimp="{CONTACT_SOLIMP}" solmix="{CONTACT_SOLMIX}" rgba="{rgba}"/>'
-        for n, (x, y), (sx, sy) in walls
-    )
-
-
 def pin_mesh_vertices() -> np.ndarray:
     """(12, 3) vertices of the pin (a square prism, its bottom edges bevelled)."""
-    s, h, c = PIN_SIDE_M / 2, PIN_H_M / 2, PIN_CHAMFER_M
-    out = []
-    for z, d in ((h, 0.0), (-h + c, 0.0), (-h, c)):
-        for sx, sy in ((1, 1), (-1, 1), (-1, -1), (1, -1)):
-            out.append((sx * (s - d), sy * (s - d), z))
-    return np.asarray(out)
+    return bevelled_prism(PIN_SIDE_M, PIN_SIDE_M, PIN_H_M, PIN_CHAMFER_M)
 
 
 class AssembleTask(SimTask):
@@ -155,16 +131,16 @@ class AssembleTask(SimTask):
         )
 
     def mjcf_fragment(self) -> MjcfFragment:
-        verts = " ".join(f"{v:.9g}" for v in pin_mesh_vertices().ravel())
+        verts = mesh_vertex_attr(pin_mesh_vertices())
         bx, by = BRACKET_NOMINAL_XY_M
         px, py = PIN_NOMINAL_XY_M
         nx, ny = NEST_NOMINAL_XY_M
         hole = PIN_SIDE_M + PIN_CLEARANCE_M
         pocket = BRACKET_SIDE_M + NEST_CLEARANCE_M
-        bracket = _ring(
-            "bracket", hole, BRACKET_SIDE_M, BRACKET_H_M, "0.2 0.5 0.8 1", -BRACKET_H_M / 2
+        bracket = ring_geoms(
+            "bracket", (hole, hole), BRACKET_SIDE_M, BRACKET_H_M, "0.2 0.5 0.8 1", -BRACKET_H_M / 2
         )
-        nest = _ring("nest", pocket, NEST_SIDE_M, NEST_WALL_H_M, "0.3 0.3 0.32 1")
+        nest = ring_geoms("nest", (pocket, pocket), NEST_SIDE_M, NEST_WALL_H_M, "0.3 0.3 0.32 1")
         return MjcfFragment(
             assets=f'<mesh name="pin_mesh" vertex="{verts}"/>',
             worldbody=f"""
@@ -179,8 +155,7 @@ class AssembleTask(SimTask):
     <body name="pin" pos="{px} {py} {mdl.TABLE_TOP_Z_M + PIN_H_M / 2}">
       <freejoint name="pin_free"/>
       <geom name="pin_geom" class="object" type="mesh" mesh="pin_mesh" mass="{PIN_MASS_KG}"
-            friction="{FRICTION} 0.01 0.0001" solref="{CONTACT_SOLREF}"
-            solimp="{CONTACT_SOLIMP}" solmix="{CONTACT_SOLMIX}" rgba="0.9 0.75 0.1 1"/>
+            {STIFF_CONTACT} rgba="0.9 0.75 0.1 1"/>
     </body>""",
         )
 

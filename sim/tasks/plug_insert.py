@@ -46,7 +46,8 @@ from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
 from sim.tasks.base import FAILURE_REWARD, SimTask
-from sim.tasks.peg_insert import CONTACT_SOLIMP, CONTACT_SOLMIX, CONTACT_SOLREF, yaw_of
+from sim.tasks.fixtures import STIFF_CONTACT, bevelled_prism, mesh_vertex_attr, ring_geoms
+from sim.tasks.peg_insert import yaw_of
 
 PLUG_W_M = 0.020
 """Plug width along its x axis (along the fingers' pads), metres."""
@@ -66,7 +67,6 @@ SUCCESS_DEPTH_M = 0.02
 GRASP_BELOW_TOP_M = 0.02
 """The grasp: the TCP this far below the plug's top (its tip then 5 cm below the TCP, and the
 fingers clear of the socket top at full depth)."""
-FRICTION = 0.5
 PLUG_XY_LOW_M = (0.42, -0.16)
 PLUG_XY_HIGH_M = (0.56, -0.04)
 PLUG_NOMINAL_XY_M = (0.48, -0.10)
@@ -117,39 +117,21 @@ def wrap_half_pi(angle: float) -> float:
 
 
 def plug_mesh_vertices() -> np.ndarray:
-    """(12, 3) vertices of the plug, centred on its body origin: a box whose bottom edges are
-    bevelled by ``PLUG_CHAMFER_M`` (MuJoCo collides the convex hull, so the bevel is real)."""
-    w, t, h, c = PLUG_W_M / 2, PLUG_T_M / 2, PLUG_H_M / 2, PLUG_CHAMFER_M
-    out = []
-    for z, dw, dt in ((h, 0.0, 0.0), (-h + c, 0.0, 0.0), (-h, c, c)):
-        for sx, sy in ((1, 1), (-1, 1), (-1, -1), (1, -1)):
-            out.append((sx * (w - dw), sy * (t - dt), z))
-    return np.asarray(out)
+    """(12, 3) vertices of the plug, centred on its body origin: its bottom edges bevelled by
+    ``PLUG_CHAMFER_M``."""
+    return bevelled_prism(PLUG_W_M, PLUG_T_M, PLUG_H_M, PLUG_CHAMFER_M)
 
 
 def _socket_geoms() -> str:
-    """Four walls around the opening in the socket frame (origin: opening bottom centre)."""
-    ow, ot = (PLUG_W_M + CLEARANCE_M) / 2, (PLUG_T_M + CLEARANCE_M) / 2
-    big = SOCKET_SIDE_M / 2
-    hz = SOCKET_DEPTH_M / 2
-    wx = (big - ow) / 2  # half thickness of the walls beyond +-x
-    wy = (big - ot) / 2
-    walls = (
-        ("px", (ow + wx, 0.0), (wx, big)),
-        ("nx", (-ow - wx, 0.0), (wx, big)),
-        ("py", (0.0, ot + wy), (ow, wy)),
-        ("ny", (0.0, -ot - wy), (ow, wy)),
-    )
+    """Four walls around the opening in the socket frame (origin: opening bottom centre), and
+    a visual-only dark floor in the opening."""
+    opening = (PLUG_W_M + CLEARANCE_M, PLUG_T_M + CLEARANCE_M)
     floor = (
-        f'<geom name="socket_floor" type="box" pos="0 0 0.0005" size="{ow} {ot} 0.0005" '
+        f'<geom name="socket_floor" type="box" pos="0 0 0.0005" '
+        f'size="{opening[0] / 2} {opening[1] / 2} 0.0005" '
         'contype="0" conaffinity="0" group="2" rgba="0.05 0.05 0.05 1"/>'
     )
-    return floor + "\n".join(
-        f'<geom name="socket_{n}" class="object" type="box" pos="{x} {y} {hz}" '
-        f'size="{sx} {sy} {hz}" friction="{FRICTION} 0.01 0.0001" solref="{CONTACT_SOLREF}" '
-        f'solimp="{CONTACT_SOLIMP}" solmix="{CONTACT_SOLMIX}" rgba="0.2 0.2 0.22 1"/>'
-        for n, (x, y), (sx, sy) in walls
-    )
+    return floor + ring_geoms("socket", opening, SOCKET_SIDE_M, SOCKET_DEPTH_M, "0.2 0.2 0.22 1")
 
 
 class PlugInsertTask(SimTask):
@@ -165,7 +147,7 @@ class PlugInsertTask(SimTask):
         )
 
     def mjcf_fragment(self) -> MjcfFragment:
-        verts = " ".join(f"{v:.9g}" for v in plug_mesh_vertices().ravel())
+        verts = mesh_vertex_attr(plug_mesh_vertices())
         px, py = PLUG_NOMINAL_XY_M
         sx, sy = SOCKET_NOMINAL_XY_M
         return MjcfFragment(
@@ -177,8 +159,7 @@ class PlugInsertTask(SimTask):
     <body name="plug" pos="{px} {py} {mdl.TABLE_TOP_Z_M + PLUG_H_M / 2}">
       <freejoint name="plug_free"/>
       <geom name="plug_geom" class="object" type="mesh" mesh="plug_mesh" mass="{PLUG_MASS_KG}"
-            friction="{FRICTION} 0.01 0.0001" solref="{CONTACT_SOLREF}"
-            solimp="{CONTACT_SOLIMP}" solmix="{CONTACT_SOLMIX}" rgba="0.9 0.75 0.1 1"/>
+            {STIFF_CONTACT} rgba="0.9 0.75 0.1 1"/>
     </body>""",
         )
 
