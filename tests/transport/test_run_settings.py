@@ -27,6 +27,7 @@ from distributed_helpers import (
     read_json,
     start,
 )
+from polling import poll_until
 
 from robot_rl.app.envs.collect import LearnerEnvConfig
 from robot_rl.app.training.run_settings import (
@@ -198,6 +199,9 @@ def test_actor_without_task_builds_the_learners_env(tmp_path):
         line = (tmp_path / "a1.err").read_text().splitlines()[0]
         assert line.startswith(f"[a1] settings from the learner at {address} (run learner):")
         assert "task=reach obs=state" in line, line
+        # the learner rewrites actors.json every stats period (2 s, later under load): wait for
+        # the one that has seen a1; the refused one must not be in it
+        assert poll_until(lambda: "a1" in read_json(run / "actors.json"), STARTUP_S)
         assert set(read_json(run / "actors.json")) == {"a1"}  # the refused one never joined
         # the learner goes away; the actor restarts on its cached settings and says so
         learner.kill()
