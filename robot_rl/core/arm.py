@@ -43,7 +43,8 @@ class ArmDescription:
     """Static facts about one arm kind, readable before anything connects.
 
     Attributes:
-        name: The arm kind, e.g. ``"fr3"``, ``"ur5e"``, ``"so101"`` (free text for a user's arm).
+        name: The arm kind: a built-in's file name in ``robot_rl/arms`` (see
+            :func:`builtin_arm_kinds`), or free text for a user's arm.
         joint_names: The arm joints in chain order, as the arm's driver names them in
             ``joint_states`` (gripper joints excluded).
         joint_low_rad: (N,) lower joint limits, rad.

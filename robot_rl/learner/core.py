@@ -267,7 +267,6 @@ class LearnerCore:
             # The star marks the checkpoint best.json names (one ranking: mark_best's).
             best = read_best(self.run_dir)
             at = [i for i, e in enumerate(rated) if best and e["env_steps"] == best["env_steps"]]
-            effort = self.human_effort()
             write_learning_curve(
                 self.run_dir / CURVE_PNG,
                 [e["env_steps"] for e in rated],
