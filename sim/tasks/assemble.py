@@ -46,7 +46,13 @@ from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
 from sim.tasks.base import FAILURE_REWARD, SimTask
-from sim.tasks.fixtures import STIFF_CONTACT, bevelled_prism, mesh_vertex_attr, ring_geoms
+from sim.tasks.fixtures import (
+    STIFF_CONTACT,
+    bevelled_prism,
+    mesh_vertex_attr,
+    ring_geoms,
+    wrap_symmetric,
+)
 from sim.tasks.peg_insert import yaw_of
 
 BRACKET_SIDE_M = 0.04
@@ -110,7 +116,7 @@ DEFAULT_SAFETY = SafetyConfig(
 
 def wrap_quarter(angle: float) -> float:
     """``angle`` mod pi/2 into [-pi/4, pi/4) (a square part looks the same a quarter turn on)."""
-    return float((angle + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+    return wrap_symmetric(angle, np.pi / 2)
 
 
 def pin_mesh_vertices() -> np.ndarray:

@@ -58,6 +58,12 @@ def bevelled_prism(width: float, thickness: float, height: float, chamfer: float
     return np.asarray(out)
 
 
+def wrap_symmetric(angle: float, period: float) -> float:
+    """``angle`` mod ``period`` into [-period/2, period/2): the yaw error of a part that looks
+    the same every ``period`` (pi for a rectangle, pi/2 for a square)."""
+    return float((angle + period / 2) % period - period / 2)
+
+
 def mesh_vertex_attr(vertices: np.ndarray) -> str:
     """A ``<mesh vertex="...">`` attribute value."""
     return " ".join(f"{v:.9g}" for v in np.asarray(vertices).ravel())

@@ -46,7 +46,13 @@ from robot_rl.core.types import TaskStatus
 from sim import model as mdl
 from sim.model import MjcfFragment
 from sim.tasks.base import FAILURE_REWARD, SimTask
-from sim.tasks.fixtures import STIFF_CONTACT, bevelled_prism, mesh_vertex_attr, ring_geoms
+from sim.tasks.fixtures import (
+    STIFF_CONTACT,
+    bevelled_prism,
+    mesh_vertex_attr,
+    ring_geoms,
+    wrap_symmetric,
+)
 from sim.tasks.peg_insert import yaw_of
 
 PLUG_W_M = 0.020
@@ -113,7 +119,7 @@ then to the socket's (at most 0.5 + 0.3 rad from the start)."""
 
 def wrap_half_pi(angle: float) -> float:
     """``angle`` mod pi into [-pi/2, pi/2) (the plug is symmetric under a half turn)."""
-    return float((angle + np.pi / 2) % np.pi - np.pi / 2)
+    return wrap_symmetric(angle, np.pi)
 
 
 def plug_mesh_vertices() -> np.ndarray:
