@@ -197,3 +197,38 @@ def test_the_twin_scores_say_what_the_scene_was_when_the_classifier_was_wrong(tm
     assert false_positive_truth(rows) == {"cube_lift_m": [0.01, 0.02, 0.03], "grasped": [0, 0, 1]}
     assert figures(rows, 0.9, 3)["classifier_false_positives_truth_end"]["grasped"][1] == 0.0
     assert false_positive_truth(rows[3:]) == {}
+
+
+def test_the_report_says_at_which_stage_failed_episodes_failed(tmp_path):
+    """From the twin's truth (truth_max): the evaluation's failures by the first stage they
+    never reached; the training window's own failures likewise, corrected ones apart."""
+    from robot_rl.app.rehearsal.rehearsal_report import _failures
+
+    never = {"grasped": 0.0, "cube_lift_m": 0.0}
+    low = {"grasped": 1.0, "cube_lift_m": 0.01}
+    up = {"grasped": 1.0, "cube_lift_m": 0.06}
+    lines = [
+        {"episode": i, "wall_start": 10.0 + i, "wall_end": 10.5 + i, "success": ok,
+         "truth_max": truth}
+        for i, (ok, truth) in enumerate([(False, never), (False, low), (True, up), (False, up)])
+    ]  # fmt: skip
+    (tmp_path / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    per = [{"success": ok} for ok in (False, False, True, False)]
+    window = {"wall_start": 9.5, "wall_end": 14.0}
+    f = ros_eval_figures(tmp_path, {"per_episode": per}, window, "pick_cube", "fr3")
+    assert f["final_eval_ros_failed_at"] == {"grasp": 1, "lift": 1, "not_at_once": 1}
+    # On the SO-101 twin the lift that counts is scaled down with its layout (1 cm may do).
+    so101 = ros_eval_figures(tmp_path, {"per_episode": per}, window, "pick_cube", "so101")
+    assert so101["final_eval_ros_failed_at"]["grasp"] == 1
+    # reach has no stages: nothing to say
+    assert ros_eval_figures(tmp_path, {"per_episode": per}, window, "reach", "fr3")[
+        "final_eval_ros_failed_at"
+    ] is None  # fmt: skip
+    episodes = [(False, 0, never), (False, 2, never), (True, 0, up), (False, 0, low)]
+    rows = [_row(i, ok, ok, c) | {"truth_max": t} for i, (ok, c, t) in enumerate(episodes)]
+    g = figures(rows, target=0.9, n=4, task="pick_cube", arm="fr3")
+    assert g["failed_at_last"] == {"grasp": 1, "lift": 1, "corrected": 1}
+    said = _failures("pick_cube", {**f, **g, "success_unaided_last_n": 4})
+    assert "final evaluation over ROS 2: 1 never grasped the cube" in said
+    assert "last 4 training episodes: 1 never grasped the cube; 1 grasped the cube but" in said
+    assert "1 needed the person" in said

@@ -70,6 +70,7 @@ def training_episodes(out: Path, control_hz: float, since: float) -> list[dict[s
                 "interventions": int(extra.get("interventions", 0)),
                 "intervened_steps": int(extra.get("intervened_steps", 0)),
                 "truth_end": dict(score.get("truth_end") or {}),
+                "truth_max": dict(score.get("truth_max") or {}),
             }
         )
     return rows
@@ -108,8 +109,16 @@ def _after_target(f: dict) -> str:
     )
 
 
-def figures(rows: list[dict], target: float, n: int, control_hz: float = 10.0) -> dict[str, Any]:
-    """The report's figures from the joined episodes."""
+def figures(
+    rows: list[dict],
+    target: float,
+    n: int,
+    control_hz: float = 10.0,
+    task: str | None = None,
+    arm: str | None = None,
+) -> dict[str, Any]:
+    """The report's figures from the joined episodes (``task`` and ``arm``: what the last
+    ``n`` failed at, by the twin's truth)."""
     last = unaided_successes(rows)[-n:]
     window = _window_success(rows, n)
     met_at = next((i for i, (_, rate) in enumerate(window) if rate >= target), None)
@@ -135,7 +144,35 @@ def figures(rows: list[dict], target: float, n: int, control_hz: float = 10.0) -
         "interventions_first_half": _mean_interventions(rows[: len(rows) // 2]),
         "interventions_second_half": _mean_interventions(rows[len(rows) // 2 :]),
         "human_effort": effort_of(rows, control_hz).summary(),
+        "failed_at_last": training_failures(rows[-n:], task, arm),
     }
+
+
+def training_failures(rows: list[dict], task: str | None, arm: str | None) -> dict | None:
+    """The training episodes the policy did not succeed in on its own: those the person
+    corrected (``corrected``), the others by the stage they never reached."""
+    own = [
+        {"success": r["twin_success"], "truth_max": r.get("truth_max") or {}}
+        for r in rows
+        if not r["interventions"]
+    ]
+    counts = failed_at(own, task, arm)
+    if counts is None:
+        return None
+    corrected = sum(1 for r in rows if r["interventions"])
+    return {**counts, **({"corrected": corrected} if corrected else {})}
+
+
+def failed_at(scores: list[dict], task: str | None, arm: str | None) -> dict[str, int] | None:
+    """Failed episodes counted by the task's first stage they never reached, from the twin's
+    truth (:mod:`sim.diagnosis`); None without a task that has stages."""
+    from sim.diagnosis import failures_by_stage, task_stages
+    from sim.twin_arms import TWIN_ARMS, twin_arm
+
+    if not task or not task_stages(task):
+        return None
+    scale = twin_arm(arm).layout.scale if arm in TWIN_ARMS else 1.0
+    return failures_by_stage(task, scores, scale)
 
 
 def effort_of(rows: list[dict], control_hz: float) -> HumanEffort:
@@ -170,14 +207,21 @@ def target_met(final_eval: dict | None, target: float, n: int) -> bool | None:
     return int(final_eval.get("episodes") or 0) >= n and final_eval["success_rate"] >= target
 
 
-def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dict[str, Any]:
+def ros_eval_figures(
+    out: Path,
+    result: dict | None,
+    window: dict | None,
+    task: str | None = None,
+    arm: str | None = None,
+) -> dict[str, Any]:
     """The final evaluation over ROS 2: the classifier's verdicts (``result``, the JSON of
     ``robot-rl eval --setup``) joined in order with the twin's scores of the episodes that
     started in its wall-time ``window``. The join needs one score per evaluated episode: an
     episode a stale sensor ended is run again with the same seed, and the twin scores both
     attempts, so of consecutive scores with one scene seed only the last (the attempt the
     evaluation counted) is joined; if the counts still differ, the twin's figure is left out
-    (None) rather than shifted."""
+    (None) rather than shifted. ``task`` and ``arm``: the failed episodes counted by the stage
+    they never reached (:func:`failed_at`)."""
     from sim.scoring import read_scores
 
     none = {
@@ -190,6 +234,7 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
         "final_eval_ros_sensor_faults": None,
         "final_eval_ros_mean_action_age_s": None,
         "final_eval_ros_max_action_age_s": None,
+        "final_eval_ros_failed_at": None,
     }
     if not result or not window:
         return none
@@ -223,6 +268,7 @@ def ros_eval_figures(out: Path, result: dict | None, window: dict | None) -> dic
                 for e, (m, t) in zip(per, pairs, strict=True)
                 if t and not m and e.get("max_success_prob") is not None
             ),
+            final_eval_ros_failed_at=failed_at(scores, task, arm),
         )
     return fig
 
@@ -293,7 +339,7 @@ def write_report(
     """``report.json``, the PNGs and ``summary.md`` in ``out``; the report dict."""
     since = steps.get("train", {}).get("wall_start", float("inf"))
     rows = training_episodes(out, cfg.control_hz, since)
-    fig = figures(rows, cfg.target_success, cfg.target_episodes, cfg.control_hz)
+    fig = figures(rows, cfg.target_success, cfg.target_episodes, cfg.control_hz, cfg.task, cfg.arm)
     actor = results.get("actor") or {}
     learner = results.get("learner") or {}
     train_wall = steps.get("train", {})
@@ -328,7 +374,9 @@ def write_report(
         final_eval_episodes=final.get("episodes"),
         final_eval_env_steps=final.get("env_steps"),
     )
-    fig.update(ros_eval_figures(out, results.get("eval_ros"), steps.get("eval_ros")))
+    fig.update(
+        ros_eval_figures(out, results.get("eval_ros"), steps.get("eval_ros"), cfg.task, cfg.arm)
+    )
     judged = final
     if fig["final_eval_ros_success"] is not None:  # the robot day's own path, the twin's truth
         judged = {"success_rate": fig["final_eval_ros_success"],
@@ -368,6 +416,22 @@ def write_report(
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "summary.md").write_text(summary(report))
     return report
+
+
+def _failures(task: str, f: dict[str, Any]) -> str:
+    """The failed episodes of the final evaluation over ROS 2 and of the last training
+    episodes, by the stage they never reached."""
+    from sim.diagnosis import describe
+
+    parts = []
+    for key, what in (("final_eval_ros_failed_at", "final evaluation over ROS 2"),
+                      ("failed_at_last", f"last {f.get('success_unaided_last_n')} training "
+                                         "episodes")):  # fmt: skip
+        counts = f.get(key)
+        if counts is None:
+            continue
+        parts.append(f"{what}: {describe(task, counts) if counts else 'none failed'}")
+    return "; ".join(parts) if parts else "no stages for this task"
 
 
 def _cores(cores: dict[str, float] | None) -> str:
@@ -471,6 +535,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{f['interventions']} (per episode: first half "
         f"{_fmt(f['interventions_first_half'])}, second half "
         f"{_fmt(f['interventions_second_half'])}).",
+        f"- What failed, by the twin's truth: {_failures(cfg['task'], f)}.",
         f"- {describe_effort(f.get('human_effort')) or 'human effort: no correction'}.",
         f"- Classifier: precision {_fmt(c['precision'])}, recall {_fmt(c['recall'])} held out "
         f"(threshold {_fmt(c['threshold'], '.3f')}); held-out successes confirmed "
