@@ -158,6 +158,14 @@ def split_episodes(
         out["val"] += group[:n_val]
         out["test"] += group[n_val : n_val + n_test]
         out["train"] += group[n_val + n_test :]
+    if not out["val"] and len(out["train"]) >= 2:
+        # Groups of one or two round to no validation episode (e.g. 3 episodes: two with
+        # successes, one without): lend the larger group's last training episode.
+        pos_train = [e for e in out["train"] if e in pos]
+        neg_train = [e for e in out["train"] if e not in pos]
+        lent = (pos_train if len(pos_train) >= len(neg_train) else neg_train)[-1]
+        out["train"].remove(lent)
+        out["val"].append(lent)
     for k in out:
         out[k].sort()
     if not out["train"] or not out["val"]:

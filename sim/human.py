@@ -20,6 +20,13 @@ Rules (:class:`HumanConfig`):
   so the policy gets ``patience_steps`` again. The stall count runs over every step, including
   an intervention wrapper's hold window after the takeover (the robot holds still then).
 
+A person's stopwatch starts when the robot starts acting: :meth:`SimulatedHuman.observe` with
+``acting=False`` (a ROS twin's statuses between the scene's reset and the policy's first command,
+while the actor resets, waits for fresh images or for the learner) counts no stall and no watched
+step. And a policy earns autonomy (``trust_patience_steps``): the person gives a policy that has
+been succeeding on its own more patience, in proportion to its unaided successes over the last
+``trust_episodes`` episodes (an episode is unaided when the task succeeded with no takeover).
+
 The experts are state machines (:mod:`sim.experts`); each takeover restarts the expert's phase
 machine (``expert.reset``) from the state it finds: reach is stateless; pick_cube re-approaches
 the cube (opening the gripper if it holds the cube unlifted, then re-grasping); peg_insert
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,6 +91,14 @@ class HumanConfig:
     """The attention budget: the person drives at most this share of the robot's steps so far
     (over the whole run, not per episode); while over it, a stall goes uncorrected. 1.0: no
     budget. A person supervising an hour of training cannot drive a third of it."""
+    trust_patience_steps: int = 0
+    """Earned autonomy: extra patience, steps, once the policy succeeded on its own in every one
+    of the last ``trust_episodes`` episodes (scaled by the share that did: half of them, half
+    of it). A person who has watched a policy succeed lets it try longer before taking over.
+    0: the patience never grows."""
+    trust_episodes: int = 20
+    """The recent episodes whose unaided successes earn the policy trust
+    (``trust_patience_steps``)."""
 
     def __post_init__(self) -> None:
         if self.rule not in ("always", "no_progress"):
@@ -101,6 +117,10 @@ class HumanConfig:
             raise ValueError(f"action_noise must be a finite number >= 0, got {self.action_noise}")
         if not 0.0 <= self.attention_share <= 1.0:
             raise ValueError(f"attention_share must be in [0, 1], got {self.attention_share}")
+        if self.trust_patience_steps < 0:
+            raise ValueError(f"trust_patience_steps must be >= 0, got {self.trust_patience_steps}")
+        if self.trust_episodes < 1:
+            raise ValueError(f"trust_episodes must be >= 1, got {self.trust_episodes}")
 
 
 def zero_reading(stamp_s: float) -> TeleopState:
@@ -133,6 +153,7 @@ class SimulatedHuman:
         self._driving = False
         self.steps_seen = 0  # steps the person watched, over the run (the attention budget)
         self.steps_driven = 0  # of them, steps the person drove
+        self._unaided: deque[bool] = deque(maxlen=self.cfg.trust_episodes)
         self._new_episode()
 
     def _new_episode(self) -> None:
@@ -141,11 +162,23 @@ class SimulatedHuman:
         self._left = 0  # steps of the current takeover still to drive
         self._count = 0  # takeovers this episode
         self._react = -1  # steps until a decided takeover starts (-1: none decided)
+        self._watched = 0  # steps watched this episode (the robot acting)
+        self._succeeded = False  # the task's success seen this episode
 
     @property
     def interventions(self) -> int:
         """Takeovers started this episode."""
         return self._count
+
+    @property
+    def patience(self) -> int:
+        """Steps without progress the person allows now: ``patience_steps``, plus the trust the
+        policy earned (``trust_patience_steps`` x its recent unaided success share)."""
+        cfg = self.cfg
+        if not self._unaided or cfg.trust_patience_steps == 0:
+            return cfg.patience_steps
+        share = sum(self._unaided) / len(self._unaided)
+        return cfg.patience_steps + round(cfg.trust_patience_steps * share)
 
     @property
     def intervening(self) -> bool:
@@ -154,13 +187,20 @@ class SimulatedHuman:
 
     def reset(self, rng: np.random.Generator) -> None:
         """Start an episode (``rng`` seeds the expert's per-takeover randomness)."""
+        if self._watched:  # the episode that ends here counts towards trust
+            self._unaided.append(self._succeeded and self._count == 0)
         self._rng = rng
         self._new_episode()
         self._driving = False
         self.expert.reset(rng)
 
     def observe(
-        self, privileged: Mapping, reward: float, stamp_s: float, success: bool = False
+        self,
+        privileged: Mapping,
+        reward: float,
+        stamp_s: float,
+        success: bool = False,
+        acting: bool = True,
     ) -> TeleopState:
         """See the state after a reset (``reward=nan``) or a step; the reading for the next step.
 
@@ -169,9 +209,16 @@ class SimulatedHuman:
             reward: The step's reward (nan right after reset).
             stamp_s: Monotonic stamp of the reading.
             success: The task's success now (pressed as the success button with
-                ``press_success``).
+                ``press_success``; an unaided success earns trust).
+            acting: Whether the robot has begun acting this episode (False: it waits for its
+                first command after the reset; the person's stopwatch has not started).
         """
-        reading = self._reading(privileged, reward, stamp_s)
+        self._succeeded |= bool(success)
+        if not acting and self.cfg.rule != "always" and self._left == 0 and self._react < 0:
+            self._driving = False
+            reading = zero_reading(stamp_s)
+        else:
+            reading = self._reading(privileged, reward, stamp_s)
         if self.cfg.press_success and success:
             return dataclasses.replace(reading, buttons=reading.buttons | {"success"})
         return reading
@@ -183,6 +230,7 @@ class SimulatedHuman:
         r = float(reward)
         if math.isfinite(r):
             self.steps_seen += 1
+            self._watched += 1
             if r >= self._best + cfg.min_progress:
                 self._best, self._stall = r, 0
             else:
@@ -190,7 +238,7 @@ class SimulatedHuman:
         budget = self.steps_driven < cfg.attention_share * self.steps_seen or (
             cfg.attention_share >= 1.0
         )
-        stalled = self._stall >= cfg.patience_steps and self._count < cfg.max_interventions
+        stalled = self._stall >= self.patience and self._count < cfg.max_interventions
         if self._left == 0 and self._react < 0 and stalled and budget:
             self._react = cfg.reaction_steps  # decided; the hand gets there in a moment
         if self._left == 0 and self._react > 0:
@@ -267,7 +315,18 @@ class SimHumanTeleop:
         # Under a learned reward the human judges progress on the task's own (dense) reward:
         # it stands in for a person watching the scene, not for the reward model.
         seen = info.get(keys.INFO_TASK_REWARD, reward) if isinstance(info, Mapping) else reward
-        self._reading = self.human.observe(self._scene(info), float(seen), obs_stamp(obs))
+        success = _true_success(info)
+        self._reading = self.human.observe(
+            self._scene(info), float(seen), obs_stamp(obs), success=success
+        )
+
+
+def _true_success(info: Mapping[str, Any]) -> bool:
+    """The task's own success in a step's ``info``, as a person watching the scene sees it
+    (under a learned reward: the env's truth, not the model's verdict)."""
+    if not isinstance(info, Mapping):
+        return False
+    return bool(info.get(keys.INFO_TRUE_SUCCESS, info.get(keys.INFO_SUCCESS, False)))
 
 
 def _privileged(info: Mapping[str, Any]) -> Mapping:

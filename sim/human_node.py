@@ -28,6 +28,14 @@ discovery is not symmetric: the reader may see this publisher first) would reach
 loop in lockstep waits for it: the node re-sends its last answer once when its writer matches
 readers it did not have when the answer went out.
 
+The person's stopwatch starts when the robot starts acting (``--wait-for-command``, passed for a
+real-time twin, where the scene's time runs while the actor resets, waits for fresh images or
+for its learner): the node also follows the bridge's ``status`` (its ``last_command_s``, the
+time it last accepted a target), and until the bridge accepts a target after the episode's
+reset, the human counts no stall. In lockstep the scene's time moves only with the env's steps,
+so there is no such wait to leave out (and the answer to a step never waits on a second topic).
+A node that never hears a bridge status counts from the reset.
+
 One observation per control period: a lockstep twin publishes one status per ``sim/step``, but
 a real-time twin publishes at its state rate (100 Hz). A status counts as the next step only
 once its stamp is a control period (``1 / --control-hz``) past the last step's; statuses in
@@ -39,6 +47,7 @@ steps in both modes.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Mapping
@@ -84,6 +93,7 @@ class StatusFollower:
         control_dt_s: float | None = None,
         near_miss: SimulatedHuman | None = None,
         near_miss_every: int = 0,
+        wait_for_command: bool = False,
     ) -> None:
         if control_dt_s is not None and not control_dt_s > 0:
             raise ValueError(f"control_dt_s must be > 0 seconds or None, got {control_dt_s}")
@@ -99,6 +109,23 @@ class StatusFollower:
         self.episodes = 0
         self.steps = 0
         self._last: float | None = None
+        self.wait_for_command = bool(wait_for_command)
+        self._command: float | None = None  # the bridge's last_command_s, newest heard
+        self._heard_bridge = False
+        self._command_at_reset: float | None = None
+
+    def on_bridge_status(self, last_command_s: float | None) -> None:
+        """The bridge's ``last_command_s`` (None: it has accepted no target yet)."""
+        self._heard_bridge = True
+        self._command = last_command_s
+
+    @property
+    def acting(self) -> bool:
+        """Whether the robot has accepted a target since the episode's reset (always True
+        without ``wait_for_command``, or when no bridge status was ever heard)."""
+        if not (self.wait_for_command and self._heard_bridge):
+            return True
+        return self._command != self._command_at_reset
 
     def on_status(
         self, privileged: Mapping, reward: float, stamp_s: float, success: bool = False
@@ -114,7 +141,7 @@ class StatusFollower:
             return None  # a real-time twin's state between two control steps
         self.steps += 1
         self._last = stamp_s
-        return self.driver.observe(privileged, float(reward), stamp_s, success)
+        return self.driver.observe(privileged, float(reward), stamp_s, success, self.acting)
 
     def _first(self, privileged: Mapping, stamp_s: float, success: bool) -> TeleopState:
         # every near_miss_every-th episode (the k-th, 2k-th, ...) the near-miss human drives
@@ -122,6 +149,7 @@ class StatusFollower:
         self.driver = self.near_miss if miss and self.near_miss is not None else self.human
         self.driver.reset(np.random.default_rng((self.seed, self.episodes)))
         self._last = stamp_s
+        self._command_at_reset = self._command
         return self.driver.observe(privileged, math.nan, stamp_s, success)
 
 
@@ -165,7 +193,9 @@ class HumanNode(Node):
         self.twist_pub = self.create_publisher(TwistStamped, "teleop/twist", qos.SENSOR)
         self.joy_pub = self.create_publisher(Joy, "teleop/joy", qos.TELEOP_JOY)
         self.create_subscription(String, "task/status", self._on_status, qos.STATUS)
+        self.create_subscription(String, "status", self._on_bridge_status, qos.STATUS)
         self.rejected = 0
+        self._heard_bridge = False
         # The last answer and how many readers its writer had matched when it went out. A
         # reader sees this node's publisher (its publisher count) before, or after, this
         # writer matches the reader: an answer published in between reaches nobody, and a
@@ -195,6 +225,20 @@ class HumanNode(Node):
             Joy(header=convert.header(stamp), axes=axes, buttons=buttons),
         )
         self._publish_answer()
+
+    def _on_bridge_status(self, msg: String) -> None:
+        try:
+            last = json.loads(msg.data).get("last_command_s")
+            if last is not None and not math.isfinite(float(last)):
+                raise ValueError(f"last_command_s {last!r} is not a finite number")
+        except (ValueError, TypeError, AttributeError) as e:
+            self.rejected += 1
+            self.get_logger().warn(f"bridge status dropped ({self.rejected} so far): {e}")
+            return
+        if not self._heard_bridge:
+            self._heard_bridge = True
+            self.get_logger().info(f"bridge status heard (last_command_s {last})")
+        self.follower.on_bridge_status(None if last is None else float(last))
 
     def _publish_answer(self) -> None:
         assert self._answer is not None
@@ -237,6 +281,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reaction-steps", type=int, default=d.reaction_steps, help="no_progress")
     p.add_argument("--action-noise", type=float, default=d.action_noise)
     p.add_argument("--attention-share", type=float, default=d.attention_share, help="no_progress")
+    p.add_argument(
+        "--trust-patience-steps",
+        type=int,
+        default=d.trust_patience_steps,
+        help="no_progress: extra patience earned by recent unaided successes",
+    )
+    p.add_argument("--trust-episodes", type=int, default=d.trust_episodes, help="no_progress")
+    p.add_argument(
+        "--wait-for-command",
+        action="store_true",
+        help="count the policy's stalls only once the bridge accepted a target after the "
+        "episode's reset (a real-time twin, whose scene time runs while the actor resets)",
+    )
     p.add_argument(
         "--press-success",
         action="store_true",
@@ -293,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             reaction_steps=args.reaction_steps,
             action_noise=args.action_noise,
             attention_share=args.attention_share,
+            trust_patience_steps=args.trust_patience_steps,
+            trust_episodes=args.trust_episodes,
         )
     except ValueError as e:
         p.error(str(e))  # exit code 2 with the option to fix
@@ -312,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         if k
         else None,
         near_miss_every=k,
+        wait_for_command=args.wait_for_command,
     )
     rclpy.init(args=[sys.argv[0], *ros_args])
     node = HumanNode(follower, args.ns)

@@ -126,6 +126,8 @@ def test_readings_and_config_checks():
         dict(reaction_steps=-1),
         dict(action_noise=float("nan")),
         dict(attention_share=1.5),
+        dict(trust_patience_steps=-1),
+        dict(trust_episodes=0),
     ):
         with pytest.raises(ValueError):
             HumanConfig(**bad)
@@ -194,5 +196,102 @@ def test_a_persons_hand_is_noisy_on_the_motion_axes_only():
         readings[noise] = human.observe(p, math.nan, 1.0)
     assert not np.allclose(readings[0.0].twist, readings[0.3].twist)
     assert readings[0.0].gripper == readings[0.3].gripper
+    env.close()
+    backend.close()
+
+
+def _first_takeover(human: SimulatedHuman, p, success_at: int | None = None) -> int | None:
+    """One episode of a policy that never makes progress (constant reward), 40 steps; the step
+    whose reading first takes over (None: never). ``success_at``: the task succeeds from this
+    step on (the episode then counts as unaided when nobody took over)."""
+    human.reset(np.random.default_rng(0))
+    human.observe(p, math.nan, 0.0)
+    first = None
+    for k in range(1, 41):
+        ok = success_at is not None and k >= success_at
+        if is_taking_over(human.observe(p, -0.5, float(k), success=ok)) and first is None:
+            first = k
+        if ok:
+            break  # the episode ends on success
+    return first
+
+
+def test_a_policy_earns_patience_by_succeeding_unaided_and_loses_it_when_corrected():
+    """--human-trust-patience-steps: the patience grows with the share of the last
+    trust_episodes episodes that succeeded with no takeover, and shrinks again after
+    corrected ones (a person trusts what they have seen work)."""
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach").env_setup())
+    _, info = env.reset(seed=0)
+    p = info[keys.INFO_PRIVILEGED]
+    cfg = HumanConfig(patience_steps=5, takeover_steps=3, trust_patience_steps=8, trust_episodes=4)
+    human = SimulatedHuman(backend.make_expert(), cfg)
+    # No history: the base patience (a stall of 5 steps, then the takeover's reading).
+    assert human.patience == 5 and _first_takeover(human, p) == 6
+    # That episode was corrected; then successes the person never had to touch (the success
+    # comes before the patience runs out).
+    for _ in range(4):
+        assert _first_takeover(human, p, success_at=3) is None
+    human.reset(np.random.default_rng(1))  # ends the 4th unaided episode
+    assert human.patience == 5 + 8  # all of the last 4 were unaided
+    assert _first_takeover(human, p) == 14
+    human.reset(np.random.default_rng(2))  # that episode was corrected: 3 of the last 4
+    assert human.patience == 5 + 6
+    # Off (the default): the patience never grows.
+    plain = SimulatedHuman(backend.make_expert(), HumanConfig(patience_steps=5))
+    for _ in range(3):
+        assert _first_takeover(plain, p, success_at=3) is None
+    assert plain.patience == 5 and _first_takeover(plain, p) == 6
+    env.close()
+    backend.close()
+
+
+def test_steps_before_the_robot_acts_are_not_the_policys_stall():
+    """observe(acting=False): the robot waits for its first command (the actor resets, waits
+    for images or its learner); those steps count neither as a stall nor as watched steps."""
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach").env_setup())
+    _, info = env.reset(seed=0)
+    p = info[keys.INFO_PRIVILEGED]
+    human = SimulatedHuman(backend.make_expert(), HumanConfig(patience_steps=5, takeover_steps=3))
+    human.reset(np.random.default_rng(0))
+    human.observe(p, math.nan, 0.0)
+    waiting = [human.observe(p, -0.5, float(k), acting=False) for k in range(1, 21)]
+    assert not any(is_taking_over(r) for r in waiting) and human.steps_seen == 0
+    acting = [is_taking_over(human.observe(p, -0.5, 20.0 + k)) for k in range(1, 8)]
+    assert acting == [False] * 5 + [True, True], acting  # patience counted from the first act
+    env.close()
+    backend.close()
+
+
+def test_the_human_node_counts_from_the_bridges_first_accepted_target():
+    """sim.human_node --wait-for-command (a real-time twin): statuses before the bridge's
+    ``last_command_s`` changes after the reset are the actor's wait, not the policy's stall;
+    without the flag, or before any bridge status is heard, it counts from the reset."""
+    from sim.human_node import StatusFollower
+
+    env, backend = make_env_from_setup(LearnerEnvConfig(task="reach").env_setup())
+    _, info = env.reset(seed=0)
+    p = info[keys.INFO_PRIVILEGED]
+
+    def run(wait: bool, commands: dict[int, float]) -> list[int]:
+        human = SimulatedHuman(
+            backend.make_expert(),
+            HumanConfig(patience_steps=4, takeover_steps=2, max_interventions=1),
+        )
+        f = StatusFollower(human, seed=0, control_dt_s=0.1, wait_for_command=wait)
+        f.on_bridge_status(7.0)  # the previous episode's last target
+        taking = []
+        for k in range(16):  # a status per control period after the reset
+            if k in commands:
+                f.on_bridge_status(commands[k])
+            r = f.on_status(p, -0.5, round(0.1 * k, 3))
+            if r is not None and is_taking_over(r):
+                taking.append(k)
+        return taking
+
+    # The first target is accepted at step 6, which starts the record: stall steps 7-10, the
+    # takeover drives from the 4th of them (as from step 4 when counted from the reset).
+    assert run(True, {6: 9.0}) == [10, 11]
+    assert run(False, {6: 9.0}) == [5, 6]  # counted from the reset: step 1 starts the record
+    assert run(True, {}) == []  # the robot never acted: no takeover
     env.close()
     backend.close()

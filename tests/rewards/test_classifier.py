@@ -244,3 +244,22 @@ def test_gates_are_calibrated_with_stored_in_the_card_and_reach_the_detector(
         chosen.close()
     with pytest.raises(ValueError, match="--reward-gate"):
         LearnedRewardSettings(model=out, gates=("gripper_pos=0.45",))
+
+
+def test_a_handful_of_episodes_splits_with_a_validation_episode():
+    """Three labelled episodes, one without a success (a slow first episode): groups of one
+    and two round to no validation episode, so one is lent from the larger group; a single
+    episode is still refused with what to do."""
+    from rewards.train import ClassifierTrainConfig, split_episodes
+
+    cfg = ClassifierTrainConfig()
+    episodes = np.repeat([0, 1, 2], 4)
+    labels = np.array([0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 1])  # episode 0: no success
+    split = split_episodes(episodes, labels, cfg)
+    assert sorted(split["train"] + split["val"] + split["test"]) == [0, 1, 2]
+    assert len(split["val"]) == 1 and split["val"][0] in (1, 2) and 0 in split["train"]
+    # Three episodes with successes: one each, as before.
+    even = split_episodes(episodes, np.ones(12, int), cfg)
+    assert [len(even[k]) for k in ("train", "val", "test")] == [1, 1, 1]
+    with pytest.raises(ValueError, match="too few to split"):
+        split_episodes(np.zeros(4, int), np.array([0, 1, 1, 0]), cfg)

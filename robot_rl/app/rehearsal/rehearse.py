@@ -171,6 +171,12 @@ class RehearseConfig:
     human_attention_share: float = HumanConfig().attention_share
     """Training: the simulated human's attention budget, the most of the robot's steps it
     drives (`actor --human-attention-share`; 1.0: no budget)."""
+    human_trust_patience_steps: int = HumanConfig().trust_patience_steps
+    """Training: earned autonomy, the extra patience (steps) the simulated human gives a policy
+    that succeeded unaided in all of its last `--human-trust-episodes` episodes (scaled by the
+    share; `actor --human-trust-patience-steps`; 0: off)."""
+    human_trust_episodes: int = HumanConfig().trust_episodes
+    """Training: the recent episodes that earn trust (`actor --human-trust-episodes`)."""
     learner_args: tuple[str, ...] = ()
     """More options of `robot-rl learner`, as one quoted string split like a shell line, e.g.
     `--learner-args="--utd 2 --sac.critic-arch residual"` (the `=` form: a value that starts
@@ -210,6 +216,8 @@ class RehearseConfig:
             reaction_steps=self.human_reaction_steps,
             action_noise=self.human_action_noise,
             attention_share=self.human_attention_share,
+            trust_patience_steps=self.human_trust_patience_steps,
+            trust_episodes=self.human_trust_episodes,
         )
         if not self.robot_minutes > 0:
             raise ValueError(f"--robot-minutes must be > 0, got {self.robot_minutes}")
@@ -435,6 +443,8 @@ class Rehearsal:
             "--human-reaction-steps", str(cfg.human_reaction_steps),
             "--human-action-noise", repr(float(cfg.human_action_noise)),
             "--human-attention-share", repr(float(cfg.human_attention_share)),
+            "--human-trust-patience-steps", str(cfg.human_trust_patience_steps),
+            "--human-trust-episodes", str(cfg.human_trust_episodes),
             "--steps", str(cfg.robot_steps), "--no-progress", "--json", *env_args,
             *cfg.actor_args])  # fmt: skip
         self.say(f"train: learner on {bind}, actor on {setup} for {cfg.robot_minutes:g} robot min")

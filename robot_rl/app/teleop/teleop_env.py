@@ -200,6 +200,9 @@ def teleop_node(
         args += ("--control-rotation",) if control_rotation else ()
         # A run kept from the twin's truth learns of success only from the person's buttons.
         args += ("--press-success",) if not setup.privileged else ()
+        # The twin's scene time runs while the actor resets: the person's patience starts when
+        # the robot first moves on a command (lockstep has no such wait).
+        args += ("--wait-for-command",) if setup.clock == "realtime" else ()
         if opts.sim_near_miss_every:
             args += ("--near-miss-every", str(opts.sim_near_miss_every))
             if opts.sim_near_miss_margin is not None:
@@ -354,9 +357,13 @@ def open_teleop_env(
                 f"no teleop node publishes {teleop.joy_topic} after {opts.teleop_wait_s:g} s; "
                 f"{where}"
             )
-        # A device node publishes all the time: start once its messages flow (the simulated
-        # human answers task/status only, i.e. once episodes run).
-        if opts.teleop != "sim-expert" and not teleop.wait_for_message(opts.teleop_wait_s):
+        # A device node publishes all the time: start once its messages flow. The simulated
+        # human answers the twin's task/status: all the time on a real-time twin (so wait for
+        # it too: else the first episode runs while its subscriptions are still being
+        # discovered, up to seconds on a loaded machine, and the person seems to sleep
+        # through it), but only once episodes run in lockstep.
+        flowing = opts.teleop != "sim-expert" or not sess.lockstep
+        if flowing and not teleop.wait_for_message(opts.teleop_wait_s):
             raise TimeoutError(
                 f"a teleop node is connected on {teleop.joy_topic} but sent nothing valid in "
                 f"{opts.teleop_wait_s:g} s ({teleop.status().describe()}); {where}"

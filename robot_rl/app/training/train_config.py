@@ -100,6 +100,11 @@ class SimHumanFlags:
     human_attention_share: float = _HUMAN.attention_share
     """--human sim: the attention budget, the most of the robot's steps the person drives over
     the run (1.0: no budget)."""
+    human_trust_patience_steps: int = _HUMAN.trust_patience_steps
+    """--human sim: earned autonomy, the extra patience (steps) a policy gets once it succeeded
+    unaided in all of the last --human-trust-episodes episodes (scaled by the share; 0: off)."""
+    human_trust_episodes: int = _HUMAN.trust_episodes
+    """--human sim: the recent episodes that earn trust (--human-trust-patience-steps)."""
     human_policy: str | None = None
     """--env with --human sim: the scripted policy the simulated human drives with
     (module:function, as `collect --policy`: function(observation, info) -> action in the env's
@@ -172,6 +177,8 @@ class SimHumanFlags:
             reaction_steps=self.human_reaction_steps,
             action_noise=self.human_action_noise,
             attention_share=self.human_attention_share,
+            trust_patience_steps=self.human_trust_patience_steps,
+            trust_episodes=self.human_trust_episodes,
         )
 
 

@@ -195,6 +195,8 @@ def human_node_args(cmd: Any) -> tuple[str, ...]:
         "--reaction-steps", str(h.reaction_steps),
         "--action-noise", repr(float(h.action_noise)),
         "--attention-share", repr(float(h.attention_share)),
+        "--trust-patience-steps", str(h.trust_patience_steps),
+        "--trust-episodes", str(h.trust_episodes),
         "--seed", str(cmd.seed),
     )  # fmt: skip
 
