@@ -73,6 +73,11 @@ class HilBenchConfig:
     """Simulated human: steps per takeover."""
     max_interventions: int = 2
     """Simulated human: takeovers per episode at most."""
+    trust_patience_steps: int = 0
+    """Simulated human: extra patience earned by the policy's recent unaided successes
+    (`train --human-trust-patience-steps`; 0: off)."""
+    trust_episodes: int = 20
+    """Simulated human: the recent episodes that earn it."""
     utd: int | None = None
     """Critic updates per env step (None: the CLI default)."""
     num_threads: int = 1
@@ -123,6 +128,8 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
             human_patience_steps=cfg.patience_steps,
             human_takeover_steps=cfg.takeover_steps,
             human_max_interventions=cfg.max_interventions,
+            human_trust_patience_steps=cfg.trust_patience_steps,
+            human_trust_episodes=cfg.trust_episodes,
         )
     )
     wall = time.perf_counter() - t0
@@ -147,7 +154,22 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
             for e in evals
         ],
         "train_wall_s": wall,
+        # the run's human effort (robot_rl.run.effort; corrections over robot time), if any
+        "human_effort": json.loads((run / "human_effort.json").read_text())
+        if (run / "human_effort.json").exists()
+        else None,
     }
+
+
+def _mean_last(runs: list[dict]) -> float | None:
+    import numpy as np
+
+    got = [
+        (r.get("human_effort") or {}).get("last_minutes", {}).get("corrections_per_episode")
+        for r in runs
+    ]
+    got = [g for g in got if g is not None]
+    return float(np.mean(got)) if got else None
 
 
 def summarize(cfg: HilBenchConfig, runs: list[dict]) -> dict:
@@ -174,6 +196,8 @@ def summarize(cfg: HilBenchConfig, runs: list[dict]) -> dict:
                 "mean_final_success": float(np.mean([r["final_success"] for r in rs]))
                 if rs
                 else None,
+                # the human's work at the end: corrections per episode, last 10 robot minutes
+                "mean_last_corrections_per_episode": _mean_last(rs),
             }
         base = per_mode.get("none")
         if base is not None:

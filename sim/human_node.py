@@ -247,7 +247,13 @@ class HumanNode(Node):
         self.joy_pub.publish(self._answer[1])
 
     def _resend_to_new_readers(self) -> None:
-        if self._answer is not None and self.joy_pub.get_subscription_count() > self._sent_to:
+        if self._answer is None or not rclpy.ok(context=self.context):
+            return  # nothing sent yet, or shutting down (a signal invalidated the context)
+        try:
+            readers = self.joy_pub.get_subscription_count()
+        except Exception:  # rclpy's RCLError: the context went away between the two checks
+            return
+        if readers > self._sent_to:
             stamp = convert.msg_to_time(self._answer[1].header.stamp)
             self.get_logger().info(f"answer for {stamp:.3f} s re-sent to newly matched readers")
             self._publish_answer()

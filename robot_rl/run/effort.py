@@ -194,7 +194,7 @@ def describe_effort(effort: dict | None) -> str | None:
     until = effort.get("robot_minutes_until_no_correction")
     n, tail = effort["no_correction_window"], effort["tail_minutes"]
     done = (
-        f"no correction needed from {until:.1f} robot minutes on ({n} episodes in a row)"
+        f"the first {n} episodes in a row without a correction ended at {until:.1f} robot minutes"
         if until is not None
         else f"never {n} episodes in a row without a correction"
     )

@@ -75,9 +75,11 @@ def _takeovers(ros_processes, domain: int, tmp_path: Path, wait: bool) -> list[i
 def test_the_human_counts_a_stall_from_the_first_accepted_target(
     ros_processes, a2_domain: int, tmp_path: Path
 ) -> None:
-    # From the reset (step 0 starts the record): steps 1-3 stall, the takeover answers 3-4.
-    assert _takeovers(ros_processes, a2_domain, tmp_path, wait=False) == [3, 4]
-    # From the first accepted target (step 5 starts the record; a bridge status may reach
-    # the node one status later than the task status published after it: two DDS topics).
+    # From the reset: step 1 starts the record, steps 2-4 stall (patience 3), the expert
+    # drives steps 4-5.
+    assert _takeovers(ros_processes, a2_domain, tmp_path, wait=False) == [4, 5]
+    # From the first accepted target: step 5 starts the record, the expert drives 8-9 (or
+    # 9-10: a bridge status may reach the node one status later than the task status published
+    # after it, two DDS topics).
     got = _takeovers(ros_processes, a2_domain, tmp_path, wait=True)
     assert got in ([8, 9], [9, 10]), got
