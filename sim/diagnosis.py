@@ -43,35 +43,44 @@ class Stage:
 def _stages() -> dict[str, tuple[Stage, ...]]:
     from sim.tasks import assemble, peg_insert, pick_cube, plug_insert
 
-    entered = 0.0005  # the tip inside the opening, half a millimetre down
+    def insert(field: str, depth_m: float, part: str, opening: str) -> tuple[Stage, ...]:
+        """Alignment (the tip half a millimetre into the opening), then the depth."""
+        return (
+            Stage(
+                "alignment",
+                field,
+                0.0005,
+                False,
+                f"never brought the {part}'s tip into the {opening}",
+            ),
+            Stage(
+                "insertion",
+                field,
+                depth_m,
+                False,
+                f"entered the {opening} but never pushed the {part} deep enough",
+            ),
+        )
+
+    def held(name: str, field: str, says: str) -> Stage:
+        return Stage(name, field, 0.5, False, says)
+
     return {
         "pick_cube": (
-            Stage("grasp", "grasped", 0.5, False, "never grasped the cube"),
+            held("grasp", "grasped", "never grasped the cube"),
             Stage("lift", "cube_lift_m", pick_cube.LIFT_HEIGHT_M, True,
                   "grasped the cube but never lifted it high enough"),
         ),
-        "peg_insert": (
-            Stage("alignment", "insertion_depth_m", entered, False,
-                  "never brought the peg into the hole's opening"),
-            Stage("insertion", "insertion_depth_m", peg_insert.SUCCESS_DEPTH_M, False,
-                  "entered the hole but never pushed the peg deep enough"),
-        ),
+        "peg_insert": insert("insertion_depth_m", peg_insert.SUCCESS_DEPTH_M, "peg", "hole"),
         "plug_insert": (
-            Stage("grasp", "held", 0.5, False, "never held the plug in both fingers"),
-            Stage("alignment", "insertion_depth_m", entered, False,
-                  "held the plug but never brought its tip into the socket"),
-            Stage("insertion", "insertion_depth_m", plug_insert.SUCCESS_DEPTH_M, False,
-                  "entered the socket but never pushed the plug deep enough"),
+            held("grasp", "held", "never held the plug in both fingers"),
+            *insert("insertion_depth_m", plug_insert.SUCCESS_DEPTH_M, "plug", "socket"),
         ),
         "assemble": (
-            Stage("bracket_grasp", "bracket_held", 0.5, False, "never held the bracket"),
-            Stage("placement", "seated", 0.5, False,
-                  "held the bracket but never seated it in its nest"),
-            Stage("pin_grasp", "pin_held", 0.5, False, "seated the bracket, never held the pin"),
-            Stage("alignment", "pin_depth_m", entered, False,
-                  "held the pin but never brought its tip into the bracket's hole"),
-            Stage("insertion", "pin_depth_m", assemble.PIN_SUCCESS_DEPTH_M, False,
-                  "entered the hole but never pushed the pin deep enough"),
+            held("bracket_grasp", "bracket_held", "never held the bracket"),
+            held("placement", "seated", "held the bracket but never seated it in its nest"),
+            held("pin_grasp", "pin_held", "seated the bracket, never held the pin"),
+            *insert("pin_depth_m", assemble.PIN_SUCCESS_DEPTH_M, "pin", "bracket's hole"),
         ),
     }  # fmt: skip
 
