@@ -47,8 +47,10 @@ base on this host, the one the arm bridge's state uses): ``<cam>/image_raw`` + `
 stamped with sim time instead, which restarts at every scene reset, as the simulated human
 tells episodes apart; ``--score-log PATH``: the twin scores its episodes, :mod:`sim.scoring`),
 ``controller/status`` (JSON:
-``accepted``, ``refused``, ``last_refusal``, ``watchdog_holds``, ``dropped_after_reset``,
-``interface``), service ``task/reset`` (seed from parameter ``episode_seed``, response
+``accepted``, ``refused``, ``last_refusal``, ``watchdog_holds``, ``watchdog_s``,
+``max_command_gap_s`` (the longest time between two accepted arm commands, sim s: the watchdog
+fires only where it exceeded ``watchdog_s``), ``dropped_after_reset``, ``interface``), service
+``task/reset`` (seed from parameter ``episode_seed``, response
 ``{"start_pose", "stamp_s", "twin_id", "episode"}``: the arm is teleported to the task's start
 pose, and arm commands far from it are dropped until one near it arrives: a commander's stream
 meant for the old pose, :meth:`sim.ros2_control.ControlledArm.scene_reset`). Node name ``twin``.

@@ -263,7 +263,12 @@ def test_joint_mode_end_to_end(domain, ros_processes, ros_client_factory) -> Non
 
     client.wait_for(still, 20.0, "the arm to stand still at the hold")
     p0 = last[0]
-    assert _json(client, f"{NS}/controller/status")["watchdog_holds"] == 0
+    # The bridge streams the hold, so the twin's own watchdog has no reason to fire: it fires
+    # only where the twin waited longer than its timeout between two commands (a bridge tick
+    # that a loaded machine stalled for seconds; the CI saw one of 2.0 s). Asserted as that
+    # cause, not as a count that assumes the bridge always gets the CPU in time.
+    ctl = _json(client, f"{NS}/controller/status")
+    assert ctl["watchdog_holds"] == 0 or ctl["max_command_gap_s"] > ctl["watchdog_s"], ctl
 
     # a scene reset teleports the twin's arm (what no real arm does): the backend finds the arm
     # away from its commands and holds it where it is; the env's reset then moves from there
