@@ -99,6 +99,7 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
     """Train one (task, mode, seed) and read its eval log."""
     from robot_rl.app.envs.collect import CollectConfig, LearnerEnvConfig, run_collect
     from robot_rl.app.training.train import TrainCmdConfig, run_train
+    from robot_rl.run.rundir import EFFORT_JSON
 
     env = LearnerEnvConfig(task=task, obs=cfg.obs, image_size=cfg.image_size)
     demos = None
@@ -155,8 +156,8 @@ def run_one(cfg: HilBenchConfig, task: str, mode: str, seed: int, root: Path) ->
         ],
         "train_wall_s": wall,
         # the run's human effort (robot_rl.run.effort; corrections over robot time), if any
-        "human_effort": json.loads((run / "human_effort.json").read_text())
-        if (run / "human_effort.json").exists()
+        "human_effort": json.loads((run / EFFORT_JSON).read_text())
+        if (run / EFFORT_JSON).exists()
         else None,
     }
 

@@ -111,19 +111,19 @@ class StatusFollower:
         self._last: float | None = None
         self.wait_for_command = bool(wait_for_command)
         self._command: float | None = None  # the bridge's last_command_s, newest heard
-        self._heard_bridge = False
+        self.heard_bridge = False
         self._command_at_reset: float | None = None
 
     def on_bridge_status(self, last_command_s: float | None) -> None:
         """The bridge's ``last_command_s`` (None: it has accepted no target yet)."""
-        self._heard_bridge = True
+        self.heard_bridge = True
         self._command = last_command_s
 
     @property
     def acting(self) -> bool:
         """Whether the robot has accepted a target since the episode's reset (always True
         without ``wait_for_command``, or when no bridge status was ever heard)."""
-        if not (self.wait_for_command and self._heard_bridge):
+        if not (self.wait_for_command and self.heard_bridge):
             return True
         return self._command != self._command_at_reset
 
@@ -195,7 +195,6 @@ class HumanNode(Node):
         self.create_subscription(String, "task/status", self._on_status, qos.STATUS)
         self.create_subscription(String, "status", self._on_bridge_status, qos.STATUS)
         self.rejected = 0
-        self._heard_bridge = False
         # The last answer and how many readers its writer had matched when it went out. A
         # reader sees this node's publisher (its publisher count) before, or after, this
         # writer matches the reader: an answer published in between reaches nobody, and a
@@ -235,8 +234,7 @@ class HumanNode(Node):
             self.rejected += 1
             self.get_logger().warn(f"bridge status dropped ({self.rejected} so far): {e}")
             return
-        if not self._heard_bridge:
-            self._heard_bridge = True
+        if not self.follower.heard_bridge:
             self.get_logger().info(f"bridge status heard (last_command_s {last})")
         self.follower.on_bridge_status(None if last is None else float(last))
 

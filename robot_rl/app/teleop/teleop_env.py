@@ -201,7 +201,7 @@ def teleop_node(
         # A run kept from the twin's truth learns of success only from the person's buttons.
         args += ("--press-success",) if not setup.privileged else ()
         # The twin's scene time runs while the actor resets: the person's patience starts when
-        # the robot first moves on a command (lockstep has no such wait).
+        # the bridge accepts the episode's first command (lockstep has no such wait).
         args += ("--wait-for-command",) if setup.clock == "realtime" else ()
         if opts.sim_near_miss_every:
             args += ("--near-miss-every", str(opts.sim_near_miss_every))
