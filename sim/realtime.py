@@ -27,9 +27,14 @@ commands) as before.
 ``t`` since the reset is due at wall time ``wall0 + t``. A late loop catches up: it runs the
 missed events back to back, stepping physics and the bridge, but publishes only the newest (an
 event whose successor is already due is *superseded*: its state and frames are dropped, as a
-loaded camera drops frames, counted in :attr:`RealtimePacer.superseded`). If it falls more than
-``max_lag_s`` behind, sim time slips instead (``wall0`` moves, counted in
-:attr:`RealtimePacer.resyncs`).
+loaded camera drops frames, counted in :attr:`RealtimePacer.superseded`), except that a late
+event still goes out when the last state published is a state period old, or (with its frames)
+when the last frames are two camera periods old (counted in :attr:`RealtimePacer.kept_alive`):
+a twin whose physics and rendering run slower than real time would otherwise fall behind event
+after event and publish nothing until it slips (0.2-0.3 s of silence at a 0.1 s lag: the arm
+bridge's state age and the actor's frame age limits trip), where a real driver keeps its state
+stream and a real camera its frames. If it falls more than ``max_lag_s`` behind, sim time slips
+instead (``wall0`` moves, counted in :attr:`RealtimePacer.resyncs`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from robot_rl.core.clock import whole_ratio
 
@@ -171,11 +176,26 @@ class RealtimePacer:
         self.events = 0
         self.superseded = 0
         """Events run late enough that the next one was already due (nothing published)."""
+        self.kept_alive = 0
+        """Late events published anyway: the last state (or frames) were too old to drop more."""
+        self._state_gap_s = schedule.state_steps * schedule.sim_dt_s
+        self._frame_gap_s = 2.0 * schedule.camera_steps * schedule.sim_dt_s
+        self._last_state = self._last_frames = self._wall0
+
+    def counters(self) -> dict[str, int]:
+        """Events run, superseded (nothing published), kept alive, resyncs (for a status)."""
+        return {
+            "events": self.events,
+            "superseded": self.superseded,
+            "kept_alive": self.kept_alive,
+            "resyncs": self.resyncs,
+        }
 
     def restart(self) -> None:
         """Scene reset (call under ``lock``): schedule from step 0 at wall time now."""
         self.schedule.reset()
-        self._wall0 = self._mono()
+        # the reset publishes its own state and frames
+        self._wall0 = self._last_state = self._last_frames = self._mono()
         self._generation += 1
 
     def start(self) -> None:
@@ -205,7 +225,17 @@ class RealtimePacer:
                     self.resyncs += 1
                     self.on_resync(lag)
                 ev = self.schedule.pop()
-                superseded = self._mono() >= self._wall0 + self.schedule.peek().step * dt
+                now = self._mono()
+                superseded = now >= self._wall0 + self.schedule.peek().step * dt
+                if superseded:
+                    frames = ev.camera and now - self._last_frames >= self._frame_gap_s
+                    if frames or now - self._last_state >= self._state_gap_s:
+                        ev, superseded = replace(ev, camera=frames), False
+                        self.kept_alive += 1
                 self.run_event(ev, superseded)
+                if not superseded:
+                    self._last_state = now
+                    if ev.camera:
+                        self._last_frames = now
                 self.events += 1
                 self.superseded += superseded

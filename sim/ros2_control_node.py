@@ -49,7 +49,9 @@ tells episodes apart; ``--score-log PATH``: the twin scores its episodes, :mod:`
 ``controller/status`` (JSON:
 ``accepted``, ``refused``, ``last_refusal``, ``watchdog_holds``, ``watchdog_s``,
 ``max_command_gap_s`` (the longest time between two accepted arm commands, sim s: the watchdog
-fires only where it exceeded ``watchdog_s``), ``dropped_after_reset``, ``interface``), service
+fires only where it exceeded ``watchdog_s``), ``max_state_gap_ms`` (the longest wall time
+between two joint states sent: the twin's own pauses), ``pacer`` (events run, superseded, kept
+alive, resyncs: :mod:`sim.realtime`), ``dropped_after_reset``, ``interface``), service
 ``task/reset`` (seed from parameter ``episode_seed``, response
 ``{"start_pose", "stamp_s", "twin_id", "episode"}``: the arm is teleported to the task's start
 pose, and arm commands far from it are dropped until one near it arrives: a commander's stream
@@ -134,6 +136,8 @@ class Ros2ControlTwinNode(Node):
         for cam in self.sim.cameras:
             cam.connect()
         self.twin_id = secrets.token_hex(4)
+        self.max_state_gap_ms = 0.0  # the longest wall time between two joint states sent
+        self._last_state_sent: float | None = None
         self.episode = 0
         self.status_stamps = args.status_stamps
         self.scores = EpisodeScores(args.score_log) if args.score_log else None
@@ -259,6 +263,10 @@ class Ros2ControlTwinNode(Node):
         msg.velocity = [*map(float, w.joint_vel()), 0.0]
         msg.effort = [*map(float, effort), 0.0]
         self._pub_joints.publish(msg)
+        sent = time.monotonic()
+        if self._last_state_sent is not None:
+            self.max_state_gap_ms = max(self.max_state_gap_ms, (sent - self._last_state_sent) * 1e3)
+        self._last_state_sent = sent
         base = w.arm.base_frame
         self._pub_pose.publish(
             PoseStamped(
@@ -283,7 +291,13 @@ class Ros2ControlTwinNode(Node):
             },
         }
         self._pub_task.publish(String(data=json.dumps(task)))
-        ctl = {"stamp_s": time.monotonic(), "sim_time_s": self._sim_now(), **self.ctl.status()}
+        ctl = {
+            "stamp_s": time.monotonic(),
+            "sim_time_s": self._sim_now(),
+            "max_state_gap_ms": self.max_state_gap_ms,
+            "pacer": self.pacer.counters(),
+            **self.ctl.status(),
+        }
         self._pub_ctl.publish(String(data=json.dumps(ctl)))
 
     def publish_cameras(self) -> None:

@@ -27,7 +27,10 @@ What reaches the driver (the invariants the unit tests try to break):
 Errors (:meth:`Ros2ArmCore.error`): no joint state yet, joint states (or the TCP pose topic)
 older than ``max_state_age_s``, a measured joint outside its limits (these clear themselves once
 fresh data within the limits is back), and IK failing (latched until
-:meth:`Ros2ArmCore.clear_error`).
+:meth:`Ros2ArmCore.clear_error`). A move (a reset) pauses while the state is stale (nothing is
+sent: the driver holds) and goes on when fresh state is back; stale for longer than
+:data:`MOVE_STALE_GRACE_S` in a row, the move fails with the staleness (a moment's hole in a
+driver's stream, e.g. DDS delivery pausing 0.3 s on a loaded machine, need not end a reset).
 """
 
 from __future__ import annotations
@@ -54,12 +57,17 @@ class Output:
     pose: np.ndarray | None = None
 
 
+MOVE_STALE_GRACE_S = 1.0
+"""A move paused on stale state fails once the state has been stale this long in a row, s."""
+
+
 @dataclass
 class _Move:
     goal: np.ndarray  # (7,) T_base_tcp
     gripper: float
     start_s: float
     interp: np.ndarray  # the moving target on the straight line to the goal (7,)
+    stale_since_s: float | None = None  # paused on stale state since (None: not paused)
 
 
 def make_ik(config: Ros2ArmConfig) -> DiffIK | None:
@@ -204,8 +212,15 @@ class Ros2ArmCore:
         if m is None:
             raise RuntimeError(f"no move under way ({self._move_end})")
         err = self.error(now_s)
+        if err is not None and self._latched is None and err == self.state.stale(now_s):
+            if m.stale_since_s is None:
+                m.stale_since_s = now_s
+            if now_s - m.stale_since_s <= MOVE_STALE_GRACE_S:
+                return False  # paused: the ticks send nothing while stale
+            err = f"{err} (stale for {now_s - m.stale_since_s:.2f} s of the move)"
         if err is not None:
             raise RuntimeError(f"the move stopped: {err}")
+        m.stale_since_s = None
         if self.state.settling or self._jump_seen != self.state.last_jump_msg:
             return False  # the measurement jumped: not yet trusted, not yet rebased
         dpos, drot = pose_distance(self.tcp_pose(), m.goal)

@@ -242,6 +242,26 @@ class DriverState:
         c = self.config
         if self.q is None or self.q_recv_s is None:
             return f"no joint state with the arm's joints on {c.joint_states_topic} yet"
+        stale = self.stale(now_s)
+        if stale is not None:
+            return stale
+        low = self.q < self.joint_low - LIMIT_TOL_RAD
+        out = np.flatnonzero(low | (self.q > self.joint_high + LIMIT_TOL_RAD))
+        if out.size:
+            i = int(out[0])
+            return (
+                f"joint {self.arm.joint_names[i]!r} at {self.q[i]:.4f} rad is outside its limits "
+                f"[{self.joint_low[i]:.4f}, {self.joint_high[i]:.4f}]; move it back inside "
+                "(pendant / freedrive), then clear_error"
+            )
+        return None
+
+    def stale(self, now_s: float) -> str | None:
+        """The joint states (or the TCP pose topic) are older than ``max_state_age_s``: the
+        message, else None (also before the first joint state: :meth:`error` says that)."""
+        c = self.config
+        if self.q_recv_s is None:
+            return None
         ages = [(c.joint_states_topic, now_s - self.q_recv_s)]
         if c.tcp_pose_topic is not None:
             recv = self.pose_recv_s
@@ -253,13 +273,4 @@ class DriverState:
                     f"{topic} is {age:.3f} s old (max_state_age_s {c.max_state_age_s}){why}; is "
                     "the driver running?"
                 )
-        low = self.q < self.joint_low - LIMIT_TOL_RAD
-        out = np.flatnonzero(low | (self.q > self.joint_high + LIMIT_TOL_RAD))
-        if out.size:
-            i = int(out[0])
-            return (
-                f"joint {self.arm.joint_names[i]!r} at {self.q[i]:.4f} rad is outside its limits "
-                f"[{self.joint_low[i]:.4f}, {self.joint_high[i]:.4f}]; move it back inside "
-                "(pendant / freedrive), then clear_error"
-            )
         return None

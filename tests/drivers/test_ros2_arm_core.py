@@ -261,6 +261,45 @@ def test_joint_move_arrives_at_its_bounded_speed_and_hold_ends_it() -> None:
         core.move_done(arm.t)
 
 
+def test_a_move_pauses_through_a_hole_in_the_state_stream_and_fails_on_a_long_one() -> None:
+    """A 0.3 s hole in the joint states (DDS delivery pausing on a loaded machine): the move
+    sends nothing while stale, then goes on and arrives; a hole longer than
+    MOVE_STALE_GRACE_S ends it with the staleness in the message."""
+    from drivers.ros2_arm.core import MOVE_STALE_GRACE_S
+
+    core, cfg = make_core(max_state_age_s=0.1)
+    arm = Arm(core, HOME)
+    p0 = core.tcp_pose()
+    goal = frames.pose(p0[:3] + [0.0, 0.04, 0.03], p0[3:7])
+    core.start_move(goal, 0.0, arm.t)
+    for _ in range(20):
+        arm.tick()
+        assert not core.move_done(arm.t)
+    last_state_s, sent_while_stale = arm.t, []
+    while arm.t < last_state_s + 0.3:  # no joint state arrives: the arm is where it was
+        arm.t += TICK_S
+        out = core.next_output(arm.t)
+        if arm.t - last_state_s > cfg.max_state_age_s:
+            sent_while_stale.append(out)
+        assert not core.move_done(arm.t)  # paused, not failed
+    assert len(sent_while_stale) >= 10 and all(o is None for o in sent_while_stale)
+    for _ in range(2000):
+        arm.tick()
+        if core.move_done(arm.t):
+            break
+    assert pose_distance(core.tcp_pose(), goal)[0] <= cfg.move_tolerance_m
+    arm.check_invariant(core, HOME)
+
+    core.start_move(p0, 0.0, arm.t)
+    arm.tick()
+    hole_end = arm.t + MOVE_STALE_GRACE_S + 0.5
+    stale = r"the move stopped: .*joint_states is .* old.*stale for"
+    with pytest.raises(RuntimeError, match=stale):
+        while arm.t < hole_end:
+            arm.t += TICK_S
+            core.move_done(arm.t)
+
+
 def test_cartesian_mode_publishes_targets_and_interpolates_moves() -> None:
     core, cfg = make_core("cartesian", gripper_command_topic="/gripper/command", gripper_scale=0.8)
     core.state.on_joint_state(NAMES, HOME, np.zeros(6), 0.0)
