@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from robot_rl.core.clock import LongestGap
 from robot_rl.core.safety import CommandWatchdog
 from sim.twin_arms import VENDOR_INTERFACES
 from sim.world import SimWorld
@@ -66,11 +67,10 @@ class ControlledArm:
         self.last_refusal: str | None = None
         self.watchdog_holds = 0
         self.dropped_after_reset = 0
-        self.max_command_gap_s = 0.0
+        self.command_gap = LongestGap()
         """The longest time between two accepted arm commands since the start (sim s; a scene
         reset, which turns the watchdog off, starts a new stream): the watchdog fires only
         where this exceeded it (a commander starved of CPU, or gone)."""
-        self._last_command_s: float | None = None
         self._resync = False
         self._plan: tuple[float, np.ndarray, np.ndarray] | None = None
         """The running timed trajectory: start (sim s), knot times (K + 1,) from the start (s),
@@ -84,9 +84,7 @@ class ControlledArm:
 
     def _accept(self, now_s: float) -> bool:
         self.accepted += 1
-        if self._last_command_s is not None:
-            self.max_command_gap_s = max(self.max_command_gap_s, now_s - self._last_command_s)
-        self._last_command_s = now_s
+        self.command_gap.event(now_s)
         self.watchdog.feed(now_s)
         return True
 
@@ -201,7 +199,7 @@ class ControlledArm:
         it arrives: they were meant for the old pose (no real arm teleports; the commander
         needs a moment to notice)."""
         self.watchdog.reset()
-        self._last_command_s = None
+        self.command_gap.restart()
         self._plan = None
         self._resync = True
 
@@ -255,6 +253,6 @@ class ControlledArm:
             "last_refusal": self.last_refusal,
             "watchdog_holds": self.watchdog_holds,
             "watchdog_s": self.watchdog.timeout_s,
-            "max_command_gap_s": self.max_command_gap_s,
+            "max_command_gap_s": self.command_gap.max_s,
             "dropped_after_reset": self.dropped_after_reset,
         }

@@ -82,6 +82,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from drivers.ros import convert, qos
+from robot_rl.core.clock import LongestGap
 from robot_rl.core.config import EnvConfig
 from sim.backend import TASKS, make_sim_backend
 from sim.config import SimConfig
@@ -136,8 +137,7 @@ class Ros2ControlTwinNode(Node):
         for cam in self.sim.cameras:
             cam.connect()
         self.twin_id = secrets.token_hex(4)
-        self.max_state_gap_ms = 0.0  # the longest wall time between two joint states sent
-        self._last_state_sent: float | None = None
+        self.state_gap = LongestGap()  # wall time between two joint states sent
         self.episode = 0
         self.status_stamps = args.status_stamps
         self.scores = EpisodeScores(args.score_log) if args.score_log else None
@@ -263,10 +263,7 @@ class Ros2ControlTwinNode(Node):
         msg.velocity = [*map(float, w.joint_vel()), 0.0]
         msg.effort = [*map(float, effort), 0.0]
         self._pub_joints.publish(msg)
-        sent = time.monotonic()
-        if self._last_state_sent is not None:
-            self.max_state_gap_ms = max(self.max_state_gap_ms, (sent - self._last_state_sent) * 1e3)
-        self._last_state_sent = sent
+        self.state_gap.event(time.monotonic())
         base = w.arm.base_frame
         self._pub_pose.publish(
             PoseStamped(
@@ -294,7 +291,7 @@ class Ros2ControlTwinNode(Node):
         ctl = {
             "stamp_s": time.monotonic(),
             "sim_time_s": self._sim_now(),
-            "max_state_gap_ms": self.max_state_gap_ms,
+            "max_state_gap_ms": self.state_gap.max_s * 1e3,
             "pacer": self.pacer.counters(),
             **self.ctl.status(),
         }

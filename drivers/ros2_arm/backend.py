@@ -51,6 +51,7 @@ from drivers.ros import convert, qos
 from drivers.ros2_arm.config import Ros2ArmConfig
 from drivers.ros2_arm.core import Output, Ros2ArmCore, make_ik
 from drivers.ros2_arm.state import JointStateError
+from robot_rl.core.clock import LongestGap
 from robot_rl.core.types import RobotState
 
 STATE_QOS = QoSProfile(
@@ -89,12 +90,11 @@ class Ros2ArmBackend:
         self.tick_overruns = 0
         """Ticks that started more than a tick late (the schedule then restarts)."""
         self.max_tick_work_ms = 0.0
-        self.max_state_gap_ms = 0.0
-        """The longest time between two arriving joint states (the driver's pauses and this
-        process's executor's, together)."""
+        self.state_gap = LongestGap()
+        """Between arriving joint states (the driver's pauses and this process's executor's,
+        together)."""
         self.max_state_lock_wait_ms = 0.0
         """The longest a joint state waited for the core's lock (held by a tick or a call)."""
-        self._last_arrival: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -203,9 +203,7 @@ class Ros2ArmBackend:
 
     def _on_joint_state(self, msg: JointState) -> None:
         now = time.monotonic()
-        if self._last_arrival is not None:
-            self.max_state_gap_ms = max(self.max_state_gap_ms, (now - self._last_arrival) * 1e3)
-        self._last_arrival = now
+        self.state_gap.event(now)
         with self._cond:
             waited_ms = (time.monotonic() - now) * 1e3
             self.max_state_lock_wait_ms = max(self.max_state_lock_wait_ms, waited_ms)
@@ -358,7 +356,7 @@ class Ros2ArmBackend:
                 "last_rebase": self.core.last_rebase,
                 "tick_overruns": self.tick_overruns,
                 "max_tick_work_ms": self.max_tick_work_ms,
-                "max_state_gap_ms": self.max_state_gap_ms,
+                "max_state_gap_ms": self.state_gap.max_s * 1e3,
                 "max_state_lock_wait_ms": self.max_state_lock_wait_ms,
                 "joint_command": None if q_cmd is None else [float(v) for v in q_cmd],
             }

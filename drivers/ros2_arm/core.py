@@ -211,13 +211,16 @@ class Ros2ArmCore:
         m, c = self._move, self.config
         if m is None:
             raise RuntimeError(f"no move under way ({self._move_end})")
-        err = self.error(now_s)
-        if err is not None and self._latched is None and err == self.state.stale(now_s):
+        stale = None if self._latched else self.state.stale(now_s)
+        if stale is not None:
             if m.stale_since_s is None:
                 m.stale_since_s = now_s
             if now_s - m.stale_since_s <= MOVE_STALE_GRACE_S:
                 return False  # paused: the ticks send nothing while stale
-            err = f"{err} (stale for {now_s - m.stale_since_s:.2f} s of the move)"
+            raise RuntimeError(
+                f"the move stopped: {stale} (stale for {now_s - m.stale_since_s:.2f} s of the move)"
+            )
+        err = self.error(now_s)
         if err is not None:
             raise RuntimeError(f"the move stopped: {err}")
         m.stale_since_s = None

@@ -32,6 +32,23 @@ def whole_ratio(numerator_s: float, denominator_s: float, what: str = "ratio") -
     return n
 
 
+class LongestGap:
+    """The longest time between two consecutive events (a stream's pauses), in the caller's
+    clock; :meth:`restart` starts a new stream (the next event measures no gap)."""
+
+    def __init__(self) -> None:
+        self.max_s = 0.0
+        self._last_s: float | None = None
+
+    def event(self, now_s: float) -> None:
+        if self._last_s is not None:
+            self.max_s = max(self.max_s, now_s - self._last_s)
+        self._last_s = now_s
+
+    def restart(self) -> None:
+        self._last_s = None
+
+
 class RateClock:
     """Wall-clock fixed-rate ticker on the monotonic clock.
 
