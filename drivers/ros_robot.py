@@ -34,6 +34,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.duration import Duration
 from std_msgs.msg import Float64, Float64MultiArray
 
+from drivers.arm_bridge.core import BACKEND_ERROR
 from drivers.ros import convert, qos
 from drivers.ros_session import IDEMPOTENT_RESEND_S, Latest, RosSession, RosTimeoutError
 from robot_rl.core.arm import ArmDescription, builtin_arm
@@ -41,6 +42,7 @@ from robot_rl.core.protocols import RobotSpec
 from robot_rl.core.safety import SafetyConfig, SafetyLayer
 from robot_rl.core.types import (
     ArmCommand,
+    ArmFaultError,
     RobotState,
     SafetyReport,
     StaleSensorError,
@@ -192,6 +194,8 @@ class RosRobot:
 
         Raises:
             ValueError: ``start_pose`` is not a finite (7,) pose.
+            ArmFaultError: The bridge refused or ended the reset for an error of its backend's
+                own (a servo that did not answer; not an e-stop): wait for it to clear.
             RuntimeError: The bridge refused (e.g. e-stop active, pose outside the box).
             RosTimeoutError: The bridge did not answer.
         """
@@ -208,7 +212,17 @@ class RosRobot:
             {"reset_pose": [float(v) for v in pose], "reset_gripper": float(gripper)},
             cfg.service_timeout_s,
         )
-        self.session.timed_trigger("reset", cfg.reset_timeout_s)
+        try:
+            self.session.timed_trigger("reset", cfg.reset_timeout_s)
+        except RosTimeoutError:
+            raise
+        except RuntimeError as e:
+            if BACKEND_ERROR in str(e):
+                raise ArmFaultError(
+                    f"{e} (the arm holds; it moves again once its driver's error clears: the "
+                    "bridge's auto_recover, or clear_error)"
+                ) from e
+            raise
 
     def read_state(self) -> RobotState:
         """The newest state; see the module docstring.

@@ -50,6 +50,11 @@ from robot_rl.core.types import ArmCommand, UnsafeCommandError
 
 STATES = ("idle", "moving", "holding", "resetting", "estop", "error")
 """Values of ``status()["state"]``."""
+BACKEND_ERROR = "backend error: "
+"""In the message of a reset refused or ended for an error of the backend's own (a servo that
+did not answer, a reflex; never an e-stop, hold or clear_error): the arm holds and may move
+again once the error clears (``auto_recover``, or ``clear_error``). ``RosRobot.reset`` raises
+:class:`~robot_rl.core.types.ArmFaultError` for it, which the actor waits out."""
 TARGET_INTERVAL_PERIODS = 0.8
 """The nodes' ``BridgeConfig.min_target_interval_s`` in control periods: a target is executed
 as soon as it arrives unless the previous one was executed less than 0.8 periods ago, which
@@ -285,7 +290,7 @@ class ArmBridge:
         if self._reset is not None:
             if self.backend.error is None:
                 return False  # the reset's move owns the arm: no commands, no watchdog
-            self._interrupt_reset(f"backend error: {self.backend.error}")
+            self._interrupt_reset(f"{BACKEND_ERROR}{self.backend.error}")
         if self.backend.error is not None:
             self.last_error = self.backend.error
             self._state = "error"
@@ -449,7 +454,7 @@ class ArmBridge:
         """
         self._stamp_s = now_s
         if self._estop or self.backend.error is not None:
-            why = "e-stop is active" if self._estop else f"backend error: {self.backend.error}"
+            why = "e-stop is active" if self._estop else f"{BACKEND_ERROR}{self.backend.error}"
             raise RuntimeError(f"cannot reset: {why}; call clear_error first")
         if self._reset is not None:
             raise RuntimeError("cannot reset: a reset is already under way; wait for its answer")
@@ -531,6 +536,8 @@ class ArmBridge:
 
     def _fail_reset(self, job: ResetJob, reason: str) -> NoReturn:
         """The backend ended the reset: hold (unless it is in error), record, raise."""
+        if self.backend.error is not None and BACKEND_ERROR not in reason:
+            reason = f"{BACKEND_ERROR}{reason}"
         job.interrupted = reason
         self._reset = None
         self.last_error = f"reset failed: {reason}"

@@ -12,10 +12,14 @@ read-only ROS 2 parameters of :mod:`drivers.arm_bridge.params`, defaulting to th
 exits with code 2 before the bus is opened; a failed connect (missing servo or calibration,
 named in the log) exits with code 1.
 
-Bus errors (a silent or garbled servo) are not recovered automatically (``auto_recover`` off):
-the backend holds, ``status.last_error`` names the servo, and the ``clear_error`` service (e.g.
-from ``robot-rl record``) resumes once it answers. A loose cable that comes and goes should
-stop the arm until a person has looked, not resume under a running policy.
+Bus errors (a silent or garbled servo) are not recovered automatically by default
+(``auto_recover`` off): the backend holds, ``status.last_error`` names the servo, and the
+``clear_error`` service (e.g. from ``robot-rl record``) resumes once it answers. A loose cable
+that comes and goes should stop the arm until a person has looked, not resume under a running
+policy (the actor waits for the clear up to its ``sensor_fault_timeout_s``). ``--auto-recover``
+resumes at the bridge's next tick once every servo answers: for the twin's simulated bus
+(``robot-rl rehearse``), whose missed answer is its process not scheduled in time on a loaded
+machine, not a cable.
 """
 
 from __future__ import annotations
@@ -72,6 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ns", default="arm", help="ROS namespace of the arm")
     parser.add_argument("--bridge-hz", type=float, default=50.0, help="backend tick rate (Hz)")
     parser.add_argument(
+        "--auto-recover",
+        action="store_true",
+        help="clear a bus error at the next tick once every servo answers (the twin's simulated "
+        "bus; on a real arm a person should look first: off)",
+    )
+    parser.add_argument(
         "--torque-off-on-exit",
         action="store_true",
         help="switch the servos off at exit (the arm then falls: support it first)",
@@ -94,9 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     backend = build_backend(args.port, args.calibration, args.bridge_hz, args.torque_off_on_exit)
     rclpy.init(args=ros_args)
     try:
-        node = ArmBridgeNode(
-            backend, BridgeConfig(SO101_SAFETY, auto_recover=False), args.ns, arm=backend.config.arm
-        )
+        bridge = BridgeConfig(SO101_SAFETY, auto_recover=args.auto_recover)
+        node = ArmBridgeNode(backend, bridge, args.ns, arm=backend.config.arm)
     except BridgeParamError as e:
         exit_bad_parameter("arm_bridge", e)  # before configure: the bus was never opened
     node.declare_parameter(RESET_POSE_PARAM, [float(v) for v in backend.home_pose()])

@@ -42,8 +42,11 @@ acknowledge the rest of the log; embedded: the final evaluation).
 Stale sensors (a robot state or camera frame older than its limit, e.g. a camera stalling under
 load for a moment): the episode ends where it is (``ended_by: stale_sensor`` with the error in
 its metadata, its last row as written), the actor waits ``sensor_retry_s`` and resets; the
-count is ``sensor_faults``. When no step has succeeded for ``sensor_fault_timeout_s`` (the
-sensor or its node is gone) the error ends the run.
+count is ``sensor_faults``. A reset the arm's driver refuses for an error of its own (a servo
+that did not answer; :class:`~robot_rl.core.types.ArmFaultError`, not an e-stop) is waited out
+the same way (``arm_faults``): the bridge's ``auto_recover`` or a person's ``clear_error`` ends
+it. When no step has succeeded for ``sensor_fault_timeout_s`` (the sensor or its node is gone,
+the arm's error stays) the error ends the run.
 
 Ticks: the time each iteration spends outside ``env.step`` (acting, logging, pushing, loading
 weights; embedded, also the update) is measured; an iteration over ``tick_budget_s`` is an
@@ -93,7 +96,7 @@ from robot_rl.core.clock import RateClock, obs_stamp
 from robot_rl.core.intervention import InterventionSource
 from robot_rl.core.learned_reward import LateRewardSource
 from robot_rl.core.realtime import gc_seconds, run_delay_s
-from robot_rl.core.types import StaleSensorError
+from robot_rl.core.types import ArmFaultError, RobotFaultError
 from robot_rl.replay import EpisodeLog, ObsAdapter
 from robot_rl.run.evaluate import ActionMap
 from robot_rl.run.held import EpisodeWriter, Held, HeldSteps
@@ -368,8 +371,8 @@ class Actor:
                     elif cfg.weights_every_steps and self._ep_len % cfg.weights_every_steps == 0:
                         self._maybe_load_weights()
                     obs, done = self._step(obs)
-                except StaleSensorError as e:
-                    self._sensor_fault(e)
+                except RobotFaultError as e:
+                    self._robot_fault(e)
                     obs = None  # the next observation comes from a reset
                     continue
                 self._fault_since = None
@@ -486,24 +489,28 @@ class Actor:
             st.late_ticks = self.pace.overruns
         return obs, done
 
-    def _sensor_fault(self, err: StaleSensorError) -> None:
-        """A stale sensor: end the episode where it is (its last logged step stays as written,
-        like any cut) and wait before the loop resets; re-raise once no step has succeeded for
+    def _robot_fault(self, err: RobotFaultError) -> None:
+        """A stale sensor, or a reset the arm's driver refused for an error of its own: end the
+        episode where it is (its last logged step stays as written, like any cut) and wait
+        before the loop resets; re-raise once no step has succeeded for
         ``sensor_fault_timeout_s``."""
         st, cfg = self.stats, self.cfg
         now = time.monotonic()
         if self._fault_since is None:
             self._fault_since = now
-        st.sensor_faults += 1
+        arm = isinstance(err, ArmFaultError)
+        what = "arm fault" if arm else "stale sensor"
+        st.arm_faults += int(arm)
+        st.sensor_faults += int(not arm)
         if now - self._fault_since >= cfg.sensor_fault_timeout_s:
-            log.error("no step for %.1f s (stale sensors): the run ends", now - self._fault_since)
+            log.error("no step for %.1f s (%s): the run ends", now - self._fault_since, what)
             raise err
         log.warning(
-            "stale sensor at env step %d: %s; the episode ends here and the next one starts "
-            "once the sensors are fresh again (giving up after %.0f s without a step)",
-            st.env_steps, err, cfg.sensor_fault_timeout_s,
+            "%s at env step %d: %s; the episode ends here and the next one starts once it has "
+            "cleared (giving up after %.0f s without a step)",
+            what, st.env_steps, err, cfg.sensor_fault_timeout_s,
         )  # fmt: skip
-        self._end_episode({"ended_by": "stale_sensor", "error": str(err)[:500]})
+        self._end_episode({"ended_by": what.replace(" ", "_"), "error": str(err)[:500]})
         time.sleep(cfg.sensor_retry_s)
 
     def _idle(self) -> float:

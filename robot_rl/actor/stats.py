@@ -70,6 +70,8 @@ class ActorStats:
     logged_transitions: int = 0
     dropped_steps: int = 0
     sensor_faults: int = 0
+    arm_faults: int = 0
+    """Resets the arm's driver refused for an error of its own (waited out like a stale sensor)."""
     stopped_by: str = ""
     last_returns: list[float] = field(default_factory=list)
 

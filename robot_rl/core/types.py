@@ -15,8 +15,19 @@ import numpy as np
 from robot_rl.core import keys
 
 
-class StaleSensorError(RuntimeError):
+class RobotFaultError(RuntimeError):
+    """A fault of the robot that passes: the episode ends where it is and the next one starts
+    once the fault has cleared (the actor and a ROS evaluation wait it out, up to a limit)."""
+
+
+class StaleSensorError(RobotFaultError):
     """A robot state or camera frame is older than its freshness limit; never reused silently."""
+
+
+class ArmFaultError(RobotFaultError):
+    """The arm's driver refused or ended a reset for an error of its own (a servo that did not
+    answer, a hole in its joint states), not an e-stop: the arm holds and moves again once the
+    error is cleared (by its bridge's ``auto_recover``, or a person's ``clear_error``)."""
 
 
 class UnsafeCommandError(ValueError):

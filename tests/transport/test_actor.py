@@ -23,7 +23,7 @@ from robot_rl.actor.policy import ActingPolicy, policy_snapshot
 from robot_rl.app.envs.build import make_env_from_setup
 from robot_rl.app.envs.collect import LearnerEnvConfig
 from robot_rl.core.batch import ObsLayout
-from robot_rl.core.types import StaleSensorError
+from robot_rl.core.types import ArmFaultError, StaleSensorError
 from robot_rl.replay import EpisodeLog, ObsAdapter
 from robot_rl.run.evaluate import ActionMap
 from robot_rl.run.normalize import StateNormalizer
@@ -214,17 +214,30 @@ def test_an_actor_without_a_bound_never_holds(tmp_path):
 class _StallingSensors(gym.Wrapper):
     """Raises what RobotEnv raises when a sensor is stale (a real stall is in
     tests/drivers/test_soak.py: the twin node stopped) on the steps in ``stale`` (env step
-    numbers, counted over resets) or, with ``forever_from``, on every step and reset after it."""
+    numbers, counted over resets) or, with ``forever_from``, on every step and reset after it;
+    refuses the resets numbered in ``refused`` (0: the first) as RosRobot does when the arm's
+    driver reports an error of its own (a real one: tests/drivers/test_so101_arm_fault.py)."""
 
-    def __init__(self, env: gym.Env, stale: set[int], forever_from: int | None = None) -> None:
+    def __init__(
+        self,
+        env: gym.Env,
+        stale: set[int],
+        forever_from: int | None = None,
+        refused: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         super().__init__(env)
         self.stale, self.forever_from, self.n = stale, forever_from, 0
+        self.refused, self.resets = refused, 0
 
     def _check(self) -> None:
         if self.n in self.stale or (self.forever_from is not None and self.n >= self.forever_from):
             raise StaleSensorError(f"/arm/joint_states is 1.0 s old (step {self.n})")
 
     def reset(self, **kw):
+        self.resets += 1
+        if self.resets - 1 in self.refused:
+            raise ArmFaultError("/arm/reset refused: reset failed: cannot reset: backend error: "
+                                "servo 1 (shoulder_pan) did not answer SYNC_READ")  # fmt: skip
         if self.forever_from is not None and self.n >= self.forever_from:
             self._check()
         return self.env.reset(**kw)
@@ -255,6 +268,25 @@ def test_a_stale_sensor_ends_the_episode_and_the_actor_goes_on(tmp_path):
     assert [e.length for e in stale] == [4, 24], [(e.length, e.extra) for e in eps]
     assert all("joint_states" in e.extra["error"] for e in stale)
     assert sum(e.length for e in eps) == 60 and all(e.length > 0 for e in eps)
+
+
+def test_a_reset_refused_for_an_arm_fault_is_waited_out_and_the_actor_goes_on(tmp_path):
+    cfg = ActorConfig(total_env_steps=60, sensor_retry_s=0.01)
+    with _stalling_actor(tmp_path / "arm", cfg, stale=set(), refused={0, 2, 3}) as actor:
+        st = actor.run()
+    assert st.arm_faults == 3 and st.sensor_faults == 0
+    assert st.stopped_by == "steps" and st.env_steps == 60
+    with EpisodeLog.open(tmp_path / "arm" / "log.zarr", mode="r") as elog:
+        eps = list(elog.episodes)
+    assert sum(e.length for e in eps) == 60 and all(e.length > 0 for e in eps)
+
+
+def test_an_arm_fault_that_stays_ends_the_run_with_its_error(tmp_path):
+    cfg = ActorConfig(total_env_steps=60, sensor_fault_timeout_s=0.3, sensor_retry_s=0.05)
+    with _stalling_actor(tmp_path / "arm", cfg, stale=set(), refused=set(range(1000))) as actor:
+        with pytest.raises(ArmFaultError, match="shoulder_pan"):
+            actor.run()
+    assert actor.stats.arm_faults >= 2 and actor.stats.env_steps == 0
 
 
 def test_a_sensor_that_stays_stale_ends_the_run_with_its_error(tmp_path):

@@ -98,8 +98,10 @@ def _driver_nodes(cfg: Any, score_log: str) -> list[dict[str, Any]]:
         port = str((cfg.out / "so101_bus").resolve())
         twin += ["--port", port, "--calibration-out", f"{port}.json"]
         bridge_module = "drivers.so101.node"
+        # --auto-recover: a missed answer of the simulated bus is its process not scheduled in
+        # time on a loaded machine, not a loose cable (drivers/so101/node.py)
         bridge = ["--port", port, "--calibration", f"{port}.json", "--ns", "${namespace}",
-                  "--wait-for-port-s", "120"]  # fmt: skip
+                  "--wait-for-port-s", "120", "--auto-recover"]  # fmt: skip
     else:
         bridge_module = "drivers.ros2_arm.node"
         bridge = ["--mode", interface, "--arm", cfg.arm, "--ns", "${namespace}",

@@ -13,18 +13,22 @@ a setup whose task success cannot be read (hardware, or the twin with ``privileg
 ``--reward <classifier>`` says when an episode succeeded, as it did for the actor; the twin's
 own episode scores (``sim.ros_node --score-log``) are the truth to check it against. A stale
 sensor ends the episode it happens in, which is then run again with the same seed (at most
-:data:`SENSOR_RETRIES` times; ``sensor_faults`` counts them).
+:data:`SENSOR_RETRIES` times; ``sensor_faults`` counts them); so does a reset the arm's driver
+refused for an error of its own (a servo that did not answer), after :data:`FAULT_WAIT_S`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 SENSOR_RETRIES = 3
 """Times one episode of ``eval --setup`` is run again after a stale sensor ended it."""
+FAULT_WAIT_S = 1.0
+"""The wait before an episode is run again after a fault (a driver's recovery takes ticks)."""
 EVAL_SETUP_DIR = "eval_setup"
 """``eval --setup --reward``: the classifier's confirmations (frames and scores) are kept in
 ``<run>/eval_setup/reward_triggers/``, apart from the actor's."""
@@ -187,7 +191,7 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
     """``run_eval`` with ``--setup`` (see the module docstring)."""
     from policies.features import frame_features_for
     from robot_rl.app.training.compose import agent_factory, build_envs
-    from robot_rl.core.types import StaleSensorError
+    from robot_rl.core.types import RobotFaultError
     from robot_rl.replay import ObsAdapter
     from robot_rl.run.evaluate import EvalResult, evaluate
 
@@ -219,13 +223,14 @@ def _eval_on_setup(cfg: EvalCmdConfig, cmd: Any, sac: Any) -> dict:
                 try:
                     episodes += evaluate(env, agent, to_agent, 1, cfg.seed + i).episodes
                     break
-                except StaleSensorError as e:
+                except RobotFaultError as e:
                     faults += 1
                     if attempt == SENSOR_RETRIES:
                         raise RuntimeError(
-                            f"episode {i} (seed {cfg.seed + i}) ended on a stale sensor "
-                            f"{SENSOR_RETRIES + 1} times; the last: {e}"
+                            f"episode {i} (seed {cfg.seed + i}) ended on a stale sensor or arm "
+                            f"fault {SENSOR_RETRIES + 1} times; the last: {e}"
                         ) from e
+                    time.sleep(FAULT_WAIT_S)
     finally:
         envs.close()
     out = _result_head(cfg, cmd, restored)
