@@ -232,3 +232,5 @@ def test_the_report_says_at_which_stage_failed_episodes_failed(tmp_path):
     assert "final evaluation over ROS 2: 1 never grasped the cube" in said
     assert "last 4 training episodes: 1 never grasped the cube; 1 grasped the cube but" in said
     assert "1 needed the person" in said
+    direct = _failures("pick_cube", {"final_eval_failed_at": {"grasp": 2}})
+    assert direct == "on the direct twin: 2 never grasped the cube"

@@ -73,6 +73,10 @@ class EvalEpisode:
     (``info["reward"]["success_prob"]``; None: no learned reward). For an episode that
     succeeded but was never confirmed: above the detector's threshold, its gates or k-of-n
     held it back; below, the classifier did not see it."""
+    truth_max: dict[str, float] | None = None
+    """The largest value over the episode of each one-number field of ``info["privileged"]``
+    (the twin's truth, e.g. pick_cube's ``cube_lift_m``; None: the env has none): which stage
+    a failed episode never reached (``sim.diagnosis``). Never shown to the policy."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ def evaluate(
         ret, length, success = 0.0, 0, False
         ages: list[float] = []
         probs: list[float] = []
+        peak: dict[str, float] | None = None
         if on_step is not None:
             on_step(i, 0, ret, success)
         while True:
@@ -161,11 +166,24 @@ def evaluate(
             prob = (info.get(keys.INFO_REWARD) or {}).get("success_prob")
             if prob is not None and math.isfinite(prob):  # NaN: the step's label came late
                 probs.append(float(prob))
+            if isinstance(truth := info.get(keys.INFO_PRIVILEGED), Mapping):
+                peak = _peaks(peak or {}, truth)
             if on_step is not None:
                 on_step(i, length, ret, success)
             if terminated or truncated:
                 break
         age_fig = (float(np.mean(ages)), float(np.max(ages))) if ages else (None, None)
         top = max(probs) if probs else None
-        out.append(EvalEpisode(seed + i, ret, length, success, *age_fig, top))
+        out.append(EvalEpisode(seed + i, ret, length, success, *age_fig, top, peak))
     return EvalResult(tuple(out))
+
+
+def _peaks(peak: dict[str, float], truth: Mapping) -> dict[str, float]:
+    """``peak`` updated with the one-number, finite fields of ``truth`` (their running max)."""
+    for name, value in truth.items():
+        v = np.asarray(value)
+        if v.size != 1 or not np.issubdtype(v.dtype, np.number) or not np.isfinite(v).all():
+            continue
+        x = round(float(v.reshape(-1)[0]), 5)
+        peak[name] = max(peak.get(name, x), x)
+    return peak

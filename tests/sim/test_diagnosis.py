@@ -43,6 +43,33 @@ def test_a_hovering_policy_fails_at_the_grasp_as_the_twin_scores_it(tmp_path) ->
     backend.close()
 
 
+def test_an_evaluation_on_the_direct_twin_keeps_each_episodes_truth_peak_for_the_report(
+    tmp_path,
+) -> None:
+    """``robot-rl eval`` on the direct twin (robot_rl.run.evaluate): each episode's peak of the
+    twin's one-number truth (never shown to the policy), so that the rehearsal report says at
+    which stage the direct twin's failures failed, as it does over ROS 2."""
+    from robot_rl.app.envs.build import EnvSetup, make_env_from_setup
+    from robot_rl.app.rehearsal.rehearsal_report import failed_at
+    from robot_rl.run.evaluate import evaluate
+
+    class Hover:  # never closes the gripper: it cannot grasp
+        def act(self, obs, deterministic=True, generator=None):
+            return np.zeros(4, np.float32)
+
+    env, backend = make_env_from_setup(
+        EnvSetup(task="pick_cube", control_rotation=False, max_episode_steps=15)
+    )
+    res = evaluate(env, Hover(), lambda o: o, 2, seed=0)
+    env.close()
+    backend.close()
+    peaks = [e.truth_max for e in res.episodes]
+    assert all(p is not None and p["grasped"] == 0.0 and "cube_lift_m" in p for p in peaks)
+    assert "cube_pos" not in peaks[0]  # a (3,) field: not one number
+    per = res.summary()["per_episode"]
+    assert failed_at(per, "pick_cube", "fr3") == {"grasp": 2}
+
+
 def test_stages_in_order_scaled_lifts_and_what_cannot_be_said() -> None:
     grasped_low = {"grasped": 1.0, "cube_lift_m": 0.03}
     assert failed_stage("pick_cube", {"grasped": 0.0, "cube_lift_m": 0.2}) == "grasp"

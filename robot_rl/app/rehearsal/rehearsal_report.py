@@ -369,10 +369,16 @@ def write_report(
         train_wall_s=wall_s,
     )
     final = results.get("eval") or {}
+    direct = [
+        {"success": e["success"], "truth_max": e["truth_max"]}
+        for e in final.get("per_episode") or []
+        if e.get("truth_max") is not None
+    ]
     fig.update(
         final_eval_success=final.get("success_rate"),
         final_eval_episodes=final.get("episodes"),
         final_eval_env_steps=final.get("env_steps"),
+        final_eval_failed_at=failed_at(direct, cfg.task, cfg.arm) if direct else None,
     )
     fig.update(
         ros_eval_figures(out, results.get("eval_ros"), steps.get("eval_ros"), cfg.task, cfg.arm)
@@ -419,12 +425,13 @@ def write_report(
 
 
 def _failures(task: str, f: dict[str, Any]) -> str:
-    """The failed episodes of the final evaluation over ROS 2 and of the last training
-    episodes, by the stage they never reached."""
+    """The failed episodes of the final evaluations (over ROS 2, on the direct twin) and of the
+    last training episodes, by the stage they never reached."""
     from sim.diagnosis import describe
 
     parts = []
     for key, what in (("final_eval_ros_failed_at", "final evaluation over ROS 2"),
+                      ("final_eval_failed_at", "on the direct twin"),
                       ("failed_at_last", f"last {f.get('success_unaided_last_n')} training "
                                          "episodes")):  # fmt: skip
         counts = f.get(key)
