@@ -35,7 +35,7 @@ from sim.controller import ControllerConfig
 from sim.experts.base import Expert
 from sim.layout import FR3_LAYOUT, TaskLayout
 from sim.robot import SimRobot
-from sim.tasks import assemble, peg_insert, plug_insert, reach
+from sim.tasks import assemble, cable_route, peg_insert, plug_insert, reach
 from sim.tasks.base import SimTask
 from sim.twin_arms import TwinArm, twin_arm
 from sim.world import SimClock, SimWorld
@@ -155,6 +155,16 @@ TASKS: dict[str, TaskInfo] = {
         ),
         action_scale_m=assemble.ACTION_SCALE_M,
         needs_rotation=True,
+    ),
+    "cable_route": TaskInfo(
+        description=cable_route.DESCRIPTION,
+        default_safety=cable_route.DEFAULT_SAFETY,
+        max_episode_steps=cable_route.MAX_EPISODE_STEPS,
+        task_class="sim.tasks.cable_route:CableRouteTask",
+        expert_class="sim.experts.cable_route:CableRouteExpert",
+        state_objects=("anchor_pos", "clip_pos", "clip_quat", "cable_at_clip"),
+        action_scale_m=cable_route.ACTION_SCALE_M,
+        fixed_gripper=1.0,  # the tab is held from the start; opening drops it
     ),
     "reach": TaskInfo(
         description=reach.DESCRIPTION,

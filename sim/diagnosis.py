@@ -41,7 +41,7 @@ class Stage:
 
 
 def _stages() -> dict[str, tuple[Stage, ...]]:
-    from sim.tasks import assemble, peg_insert, pick_cube, plug_insert
+    from sim.tasks import assemble, cable_route, peg_insert, pick_cube, plug_insert
 
     def insert(field: str, depth_m: float, part: str, opening: str) -> tuple[Stage, ...]:
         """Alignment (the tip half a millimetre into the opening), then the depth."""
@@ -75,6 +75,11 @@ def _stages() -> dict[str, tuple[Stage, ...]]:
         "plug_insert": (
             held("grasp", "held", "never held the plug in both fingers"),
             *insert("insertion_depth_m", plug_insert.SUCCESS_DEPTH_M, "plug", "socket"),
+        ),
+        "cable_route": (
+            held("line", "line_ok", "never brought the cable's line over the channel"),
+            Stage("seating", "seat_depth_m", cable_route.CLIP_H_M - cable_route.SEATED_Z_M,
+                  False, "had the line over the channel but never pressed the cable in"),
         ),
         "assemble": (
             held("bracket_grasp", "bracket_held", "never held the bracket"),

@@ -10,7 +10,9 @@ from sim.diagnosis import NOT_AT_ONCE, describe, failed_stage, failures_by_stage
 from sim.scoring import EpisodeScores
 
 
-@pytest.mark.parametrize("task", ["pick_cube", "peg_insert", "plug_insert", "assemble"])
+@pytest.mark.parametrize(
+    "task", ["pick_cube", "peg_insert", "plug_insert", "assemble", "cable_route"]
+)
 def test_every_stage_reads_a_one_number_truth_field_the_task_publishes(task: str) -> None:
     from robot_rl.core.config import EnvConfig
     from sim.backend import make_sim_backend
