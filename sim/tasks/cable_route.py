@@ -5,9 +5,10 @@ Scene: a cable (``N_LINKS`` capsules of ``LINK_M``, radius ``CABLE_RADIUS_M``: a
 bodies joined by ball joints with bending stiffness and damping, the discrete elastic rod that
 MuJoCo's cable composite builds, written out so that the last link carries the tab) leaves a
 fixed anchor block on the table at a random xy and yaw; its other end is a rigid tab that
-starts in the closed gripper (like peg_insert's peg). A clip (a block whose slot, ``CLIP_GAP_M``
-wide: 0.3 mm a side for the 8 mm cable, has its floor ``SLOT_FLOOR_M`` above the table, between
-two rails with rounded tops ``CLIP_H_M`` high) stands at a random distance from the anchor, on
+starts in the closed gripper (like peg_insert's peg). A clip (a block whose slot has its floor
+``SLOT_FLOOR_M`` above the table, between two rails with rounded tops ``CLIP_H_M`` high that
+stand ``CLIP_GAP_M`` apart, 0.8 mm less than the cable is thick, and give outwards on springs:
+a snap fit) stands at a random distance from the anchor, on
 a bearing ``CLIP_TURN_RAD`` off the anchor's yaw (the cable's straight, resting line), its slot
 along the line from the anchor. The TCP starts pointing down at a random height, on a bearing
 from the anchor at least ``START_BEARING_MIN_RAD`` off the clip's, so the cable starts away
@@ -17,7 +18,8 @@ Why it is hard, like the real one: the cable's shape is not commanded, only its 
 bends at the anchor and drags on the table. It must be lifted over the clip with its line on
 the slot (a cable dragged along the table meets the clip's side: the slot's floor is above the
 table), the line at the clip is not the line from the anchor to the hand, and it must come down
-to within a few millimetres of the slot's centre line and be pressed in. From cameras the 8 mm
+to within a few millimetres of the slot's centre line and be drawn taut so that it pushes the
+rails apart and snaps in (lowered without tension it rests on the rails). From cameras the 8 mm
 cable and the slot are a few pixels wide.
 
 Success: the cable runs through the slot: where its axis crosses each end of the channel it is
@@ -67,14 +69,21 @@ its 20 mm), height, metres."""
 TAB_MASS_KG = 0.01
 GRASP_SQUEEZE_M = 0.0004
 """The jaws start this much narrower than the tab (a firm grip from the first step)."""
-CLIP_GAP_M = 0.0086
-"""Clear width of the slot between the rails (the 8 mm cable: 0.3 mm a side), metres."""
+CLIP_GAP_M = 0.0072
+"""Clear width of the slot between the rails at rest (the 8 mm cable spreads them 0.4 mm a
+side), metres."""
 CLIP_H_M = 0.035
 """Height of the rails' top over the table, metres."""
 SLOT_FLOOR_M = 0.018
 """Height of the slot's floor over the table: a cable dragged along the table meets the
 clip's side and cannot slide into the slot, it must be lifted over and pressed in, metres."""
 RAIL_RADIUS_M = 0.005
+RAIL_GIVE_M = 0.003
+"""How far each rail can be pushed outwards on its spring, metres."""
+RAIL_STIFFNESS = 3000.0
+"""Each rail's spring, N/m: 0.4 mm of spread (the cable in) takes 1.2 N a side."""
+RAIL_DAMPING = 5.0
+RAIL_MASS_KG = 0.005
 """The rails' rounded tops (the lead-in), metres."""
 CLIP_LEN_M = 0.024
 """Length of the channel along the cable, metres."""
@@ -84,9 +93,9 @@ the slot's floor, within 3 mm), metres."""
 CHANNEL_TOL_M = 0.0005
 """How far beyond the rails' inner faces the cable's axis may be measured at an end of the
 channel (the polyline through the links' points cuts corners by up to this much), metres."""
-ANCHOR_XY_LOW_M = (0.48, -0.21)
+ANCHOR_XY_LOW_M = (0.50, -0.21)
 ANCHOR_XY_HIGH_M = (0.54, -0.19)
-ANCHOR_NOMINAL_XY_M = (0.51, -0.20)
+ANCHOR_NOMINAL_XY_M = (0.52, -0.20)
 ANCHOR_YAW_MAX_RAD = 0.15
 """The cable leaves the anchor along +y, turned by up to this much."""
 CLIP_DISTANCE_M = (0.13, 0.17)
@@ -116,9 +125,10 @@ HOLD_QUAT = DOWN_QUAT
 
 DESCRIPTION = (
     "Lay a 30 cm cable (8 mm thick, anchored to the table at one end) into a clip on the table: "
-    "the cable's other end is a tab held in the closed gripper; the clip's slot is 8.6 mm wide "
-    "(0.3 mm a side), its floor 1.8 cm above the table between 3.5 cm rails, 13-17 cm from the "
-    "anchor and 0.25-0.45 rad off the cable's resting line; the cable starts off to one side. "
+    "the cable's other end is a tab held in the closed gripper; the clip is a snap fit (its "
+    "rails, 3.5 cm high on a slot floor 1.8 cm above the table, stand 7.2 mm apart and give on "
+    "springs), 13-17 cm from the anchor and 0.25-0.45 rad off the cable's resting line; the "
+    "cable starts off to one side. "
     "Success: the cable runs through the slot, down on its floor at both ends. Failure: the tab "
     "left the hand. Dense cost in [-1, 0): line over the slot + depth in it - 1, 0 on success, "
     "-100 on failure."
@@ -195,13 +205,17 @@ def clip_xml() -> str:
     for name, sign in (("px", 1.0), ("nx", -1.0)):
         x = sign * (CLIP_GAP_M / 2 + RAIL_RADIUS_M)
         zc = CLIP_H_M - RAIL_RADIUS_M
+        # Each rail on a spring that lets it give outwards (a snap fit): the cable spreads it
+        # when pressed in, and the rails close on it once it is in.
         out.append(
+            f'<body name="clip_{name}"><joint name="clip_{name}_give" type="slide" '
+            f'axis="{sign} 0 0" range="0 {RAIL_GIVE_M}" stiffness="{RAIL_STIFFNESS}" '
+            f'damping="{RAIL_DAMPING}"/>'
             f'<geom name="clip_{name}_wall" type="box" pos="{x} 0 {(SLOT_FLOOR_M + zc) / 2}" '
-            f'size="{RAIL_RADIUS_M} {hl} {(zc - SLOT_FLOOR_M) / 2}" {rgba}/>'
-        )
-        out.append(
+            f'size="{RAIL_RADIUS_M} {hl} {(zc - SLOT_FLOOR_M) / 2}" mass="{RAIL_MASS_KG}" '
+            f"{rgba}/>"
             f'<geom name="clip_{name}_top" type="capsule" fromto="{x} {-hl} {zc} {x} {hl} {zc}" '
-            f'size="{RAIL_RADIUS_M}" {rgba}/>'
+            f'size="{RAIL_RADIUS_M}" mass="{RAIL_MASS_KG}" {rgba}/></body>'
         )
     return "\n      ".join(out)
 
