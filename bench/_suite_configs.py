@@ -9,7 +9,7 @@ EVAL_ENV_SEED_OFFSET, DEMO_ENV_SEED_OFFSET = 10_000, 20_000
 """An external task's eval env and demo env are made with the run's seed plus these
 (``bench/goal_map.py`` rebuilds the eval env with it)."""
 
-TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human")
+TWIN_TASKS = ("pick_cube", "reach", "peg_insert", "peg_insert+human", "cable_route")
 """Twin tasks (sparse reward); each also as ``task:shaped``."""
 
 _NBE = {"init_temperature": 0.01, "backup_entropy": False}
@@ -167,7 +167,7 @@ STEPS = {"pick_cube": 20_000, "reach": 5_000, "peg_insert": 10_000, "peg_insert+
          "fetch_pick_place": 30_000, "metaworld_pick_place": 30_000, "metaworld_push": 30_000,
          "metaworld_push_noterm": 30_000, "metaworld_push_fresh": 20_000,
          "metaworld_pick_place_fresh": 20_000,
-         "pick_cube:shaped": 10_000}  # fmt: skip
+         "pick_cube:shaped": 10_000, "cable_route": 20_000}  # fmt: skip
 
 
 def split_arm(task: str) -> tuple[str, str]:

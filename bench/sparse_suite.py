@@ -3,9 +3,9 @@
 Every task here learns from a binary success reward and a few scripted demos, with no shaped
 reward and (unless named ``+human``) no human:
 
-- twin ``pick_cube``, ``reach``, ``peg_insert`` with ``--task-reward sparse`` (1 on success,
-  else 0), through ``robot-rl train``'s application functions (collect, train); ``peg_insert+human``
-  adds the simulated human (HIL-SERL interventions);
+- twin ``pick_cube``, ``reach``, ``peg_insert``, ``cable_route`` with ``--task-reward sparse``
+  (1 on success, else 0), through ``robot-rl train``'s application functions (collect, train);
+  ``peg_insert+human`` adds the simulated human (HIL-SERL interventions);
 - a twin task with the suffix ``@<arm>`` (``pick_cube@ur5e``) runs on that arm kind of the twin
   (``--arm``: the 6-DoF UR5e-class arm under joint control); default the FR3-class arm;
 - a twin task with the suffix ``:shaped`` (``pick_cube:shaped``) learns from the twin's shaped,
