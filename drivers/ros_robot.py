@@ -214,9 +214,7 @@ class RosRobot:
         )
         try:
             self.session.timed_trigger("reset", cfg.reset_timeout_s)
-        except RosTimeoutError:
-            raise
-        except RuntimeError as e:
+        except RuntimeError as e:  # a refusal (RosTimeoutError is not one: it propagates)
             if BACKEND_ERROR in str(e):
                 raise ArmFaultError(
                     f"{e} (the arm holds; it moves again once its driver's error clears: the "
