@@ -403,6 +403,11 @@ class SimWorld:
             total += abs(f[0])
         return total
 
+    def held_by_pads(self, geoms: Sequence[int]) -> bool:
+        """Every finger pad (:attr:`pad_geom_ids`) touches one of ``geoms``: the object is held
+        (the tasks' grasp test)."""
+        return all(self.contact_force([pad], geoms) > 0.0 for pad in self.pad_geom_ids)
+
     def place_in_gripper(self, body: str, T_tcp_obj: np.ndarray, width_m: float) -> None:
         """At reset: put free body ``body`` between the fingers and close the gripper on it.
 

@@ -173,7 +173,6 @@ class AssembleTask(SimTask):
         self._bracket_geoms = w.geom_ids_of_body("bracket")
         self._pin_geoms = w.geom_ids_of_body("pin")
         self._nest_mocap = int(m.body("nest").mocapid[0])
-        self._pads = w.pad_geom_ids
 
     def randomized_bodies(self) -> tuple[str, ...]:
         return ("bracket", "pin", "nest")
@@ -245,8 +244,7 @@ class AssembleTask(SimTask):
     # -- reading ----------------------------------------------------------------------------
 
     def _held(self, geoms: tuple[int, ...]) -> bool:
-        w = self.world
-        return all(w.contact_force([pad], geoms) > 0.0 for pad in self._pads)
+        return self.world.held_by_pads(geoms)
 
     def _axis(self, body: int) -> tuple[np.ndarray, np.ndarray]:
         d = self.world.data

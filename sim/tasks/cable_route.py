@@ -299,7 +299,6 @@ class CableRouteTask(SimTask):
         self._qadr = [int(m.jnt_qposadr[j]) for j in self._joints]
         self._vadr = [int(m.jnt_dofadr[j]) for j in self._joints]
         self._root = m.body("cable_root").id
-        self._pads = w.pad_geom_ids
         self._start_tcp: np.ndarray | None = None
 
     def randomized_bodies(self) -> tuple[str, ...]:
@@ -410,8 +409,7 @@ class CableRouteTask(SimTask):
 
     def held(self) -> bool:
         """Both finger pads touch the tab."""
-        w = self.world
-        return all(w.contact_force([pad], self._tab_geoms) > 0.0 for pad in self._pads)
+        return self.world.held_by_pads(self._tab_geoms)
 
     def cable_points(self) -> np.ndarray:
         """(2 N + 1, 3) points along the cable's axis: each link's start and middle, and the

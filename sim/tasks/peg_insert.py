@@ -229,7 +229,6 @@ class PegInsertTask(SimTask):
         self._peg_body = m.body("peg").id
         self._peg_geoms = w.geom_ids_of_body("peg")
         self._fixture_mocap = int(m.body("fixture").mocapid[0])
-        self._pads = w.pad_geom_ids
 
     def randomized_bodies(self) -> tuple[str, ...]:
         return ("peg", "fixture")
@@ -289,8 +288,7 @@ class PegInsertTask(SimTask):
 
     def held(self) -> bool:
         """Both finger pads touch the peg."""
-        w = self.world
-        return all(w.contact_force([pad], self._peg_geoms) > 0.0 for pad in self._pads)
+        return self.world.held_by_pads(self._peg_geoms)
 
     def in_grasp(self) -> bool:
         """The peg's centre is within ``DROP_DISTANCE_M`` of where the grasp holds it.

@@ -77,7 +77,6 @@ class PickCubeTask(SimTask):
         m = self.world.model
         self._cube_body = m.body("cube").id
         self._cube_geoms = self.world.geom_ids_of_body("cube")
-        self._pads = self.world.pad_geom_ids
 
     def randomized_bodies(self) -> tuple[str, ...]:
         return ("cube",)
@@ -112,8 +111,7 @@ class PickCubeTask(SimTask):
 
     def grasped(self) -> bool:
         """Both finger pads touch the cube."""
-        w = self.world
-        return all(w.contact_force([pad], self._cube_geoms) > 0.0 for pad in self._pads)
+        return self.world.held_by_pads(self._cube_geoms)
 
     def evaluate(self) -> TaskStatus:
         w = self.world

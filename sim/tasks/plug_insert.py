@@ -174,7 +174,6 @@ class PlugInsertTask(SimTask):
         self._plug_body = w.model.body("plug").id
         self._plug_geoms = w.geom_ids_of_body("plug")
         self._socket_mocap = int(w.model.body("socket").mocapid[0])
-        self._pads = w.pad_geom_ids
 
     def randomized_bodies(self) -> tuple[str, ...]:
         return ("plug", "socket")
@@ -232,8 +231,7 @@ class PlugInsertTask(SimTask):
 
     def held(self) -> bool:
         """Both finger pads touch the plug."""
-        w = self.world
-        return all(w.contact_force([pad], self._plug_geoms) > 0.0 for pad in self._pads)
+        return self.world.held_by_pads(self._plug_geoms)
 
     def plug_tip(self) -> np.ndarray:
         """(3,) centre of the plug's bottom face (its local -z end)."""
