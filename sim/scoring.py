@@ -27,9 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
-from robot_rl.core.types import TaskStatus
+from robot_rl.core.types import TaskStatus, truth_numbers
 
 
 class EpisodeScores:
@@ -72,11 +70,7 @@ class EpisodeScores:
             ep["success"], ep["first_success_sim_s"] = True, float(sim_s)
         ep["failure"] = ep["failure"] or bool(status.failure)
         end, peak = ep["truth_end"], ep["truth_max"]
-        for name, value in (status.privileged or {}).items():
-            v = np.asarray(value)
-            if v.size != 1 or not np.isfinite(v).all():
-                continue
-            x = round(float(v.reshape(-1)[0]), 5)
+        for name, x in truth_numbers(status.privileged).items():
             end[name] = x
             peak[name] = max(peak.get(name, x), x)
 

@@ -152,6 +152,20 @@ class TaskStatus:
     privileged: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
+def truth_numbers(privileged: Mapping | None) -> dict[str, float]:
+    """The one-number, finite fields of a task's privileged truth (``TaskStatus.privileged``,
+    ``info["privileged"]``; pick_cube's ``grasped``, ``cube_lift_m``), rounded to 5 places:
+    what the twin's scores and an evaluation keep of it (``sim.scoring``, ``sim.diagnosis``)."""
+    out = {}
+    for name, value in (privileged or {}).items():
+        v = np.asarray(value)
+        numeric = np.issubdtype(v.dtype, np.number) or v.dtype == np.bool_
+        if v.size != 1 or not numeric or not np.isfinite(v).all():
+            continue
+        out[name] = round(float(v.reshape(-1)[0]), 5)
+    return out
+
+
 @dataclass(frozen=True)
 class Observation:
     """One observation as assembled by the env.

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.core import keys
+from robot_rl.core.types import truth_numbers
 
 
 class ActingAgent(Protocol):
@@ -167,7 +168,9 @@ def evaluate(
             if prob is not None and math.isfinite(prob):  # NaN: the step's label came late
                 probs.append(float(prob))
             if isinstance(truth := info.get(keys.INFO_PRIVILEGED), Mapping):
-                peak = _peaks(peak or {}, truth)
+                peak = peak or {}
+                for name, x in truth_numbers(truth).items():
+                    peak[name] = max(peak.get(name, x), x)
             if on_step is not None:
                 on_step(i, length, ret, success)
             if terminated or truncated:
@@ -176,14 +179,3 @@ def evaluate(
         top = max(probs) if probs else None
         out.append(EvalEpisode(seed + i, ret, length, success, *age_fig, top, peak))
     return EvalResult(tuple(out))
-
-
-def _peaks(peak: dict[str, float], truth: Mapping) -> dict[str, float]:
-    """``peak`` updated with the one-number, finite fields of ``truth`` (their running max)."""
-    for name, value in truth.items():
-        v = np.asarray(value)
-        if v.size != 1 or not np.issubdtype(v.dtype, np.number) or not np.isfinite(v).all():
-            continue
-        x = round(float(v.reshape(-1)[0]), 5)
-        peak[name] = max(peak.get(name, x), x)
-    return peak

@@ -369,11 +369,7 @@ def write_report(
         train_wall_s=wall_s,
     )
     final = results.get("eval") or {}
-    direct = [
-        {"success": e["success"], "truth_max": e["truth_max"]}
-        for e in final.get("per_episode") or []
-        if e.get("truth_max") is not None
-    ]
+    direct = [e for e in final.get("per_episode") or [] if e.get("truth_max") is not None]
     fig.update(
         final_eval_success=final.get("success_rate"),
         final_eval_episodes=final.get("episodes"),
