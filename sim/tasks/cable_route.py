@@ -66,6 +66,8 @@ LINK_ARMATURE = 2e-5
 TAB_HALF_M = (0.015, 0.010, 0.012)
 """Half sizes of the tab at the cable's end: along the cable, across (the fingers close on
 its 20 mm), height, metres."""
+TAB_CENTER_M = TAB_HALF_M[0] + 0.002
+"""The tab's centre (where the fingers hold it) beyond the cable's end, along the cable, metres."""
 TAB_MASS_KG = 0.01
 GRASP_SQUEEZE_M = 0.0004
 """The jaws start this much narrower than the tab (a firm grip from the first step)."""
@@ -237,7 +239,7 @@ def cable_xml() -> str:
     swivel = f'<joint type="ball" damping="{BEND_DAMPING}" armature="{LINK_ARMATURE}"/>'
     tab = (
         f'<body name="cable_tab" pos="{L} 0 0">{swivel}'
-        f'<geom name="cable_tab_geom" class="object" type="box" pos="{tx + 0.002} 0 0" '
+        f'<geom name="cable_tab_geom" class="object" type="box" pos="{TAB_CENTER_M} 0 0" '
         f'size="{tx} {ty} {tz}" mass="{TAB_MASS_KG}" {STIFF_CONTACT} '
         'rgba="0.9 0.5 0.1 1"/></body>'
     )
@@ -381,7 +383,7 @@ class CableRouteTask(SimTask):
         y_tab = np.cross([0.0, 0.0, 1.0], x_tab)
         y_tab /= np.linalg.norm(y_tab)
         R_tab = np.column_stack([x_tab, y_tab, np.cross(x_tab, y_tab)])
-        attach = tcp[:3] - x_tab * (TAB_HALF_M[0] + 0.002)
+        attach = tcp[:3] - x_tab * TAB_CENTER_M
         # The root: at the anchor, x along its yaw.
         root_R = frames.quat_to_mat(self._anchor_pose[3:7])
         m.body_pos[self._root] = self._anchor_pose[:3]
@@ -423,12 +425,15 @@ class CableRouteTask(SimTask):
         pts.append(d.xpos[b] + d.xmat[b].reshape(3, 3)[:, 0] * LINK_M)
         return np.asarray(pts)
 
-    def cable_at_clip(self) -> np.ndarray:
-        """(3,) in the clip frame: the cable's point nearest the channel's centre line (the
-        clip's z axis through its origin), from the polyline of :meth:`cable_points`."""
-        q = self._clip_pose[3:7]
-        R = frames.quat_to_mat(q)
-        local = (self.cable_points() - self._clip_pose[:3]) @ R  # rows: points in clip frame
+    def cable_in_clip_frame(self) -> np.ndarray:
+        """:meth:`cable_points` in the clip frame (rows)."""
+        R = frames.quat_to_mat(self._clip_pose[3:7])
+        return (self.cable_points() - self._clip_pose[:3]) @ R
+
+    @staticmethod
+    def cable_at_clip(local: np.ndarray) -> np.ndarray:
+        """(3,) in the clip frame: the point of the cable's polyline ``local``
+        (:meth:`cable_in_clip_frame`) nearest the channel's centre line (the clip's z axis)."""
         best, best_d = local[0], np.inf
         for a, b in zip(local[:-1], local[1:], strict=True):
             ab = b[:2] - a[:2]
@@ -439,14 +444,14 @@ class CableRouteTask(SimTask):
                 best, best_d = p, dist
         return best
 
-    def through_channel(self) -> bool:
-        """The cable runs through the channel: where its axis crosses each end of the channel
+    @staticmethod
+    def through_channel(local: np.ndarray) -> bool:
+        """The cable (``local``: :meth:`cable_in_clip_frame`) runs through the channel: where
+        its axis crosses each end of the channel
         (the planes ``y = +-CLIP_LEN_M / 2`` of the clip frame; of several crossings the one
         nearest the centre line), it is between the rails and down on the slot's floor (axis
         at most ``SEATED_Z_M`` high). A cable lying across a rail, or in the slot at one end
         only, does not count."""
-        R = frames.quat_to_mat(self._clip_pose[3:7])
-        local = (self.cable_points() - self._clip_pose[:3]) @ R
         for end in (-CLIP_LEN_M / 2, CLIP_LEN_M / 2):
             best = np.inf
             for a, b in zip(local[:-1], local[1:], strict=True):
@@ -464,13 +469,14 @@ class CableRouteTask(SimTask):
         w = self.world
         d = w.data
         tcp = w.tcp_pose()
-        tab = d.xpos[self._tab] + d.xmat[self._tab].reshape(3, 3)[:, 0] * (TAB_HALF_M[0] + 0.002)
-        at = self.cable_at_clip()
+        tab = d.xpos[self._tab] + d.xmat[self._tab].reshape(3, 3)[:, 0] * TAB_CENTER_M
+        local = self.cable_in_clip_frame()
+        at = self.cable_at_clip(local)
         lateral = float(at[0])
         along = float(at[1])
         in_channel = abs(lateral) <= CLIP_GAP_M / 2 + 0.001 and abs(along) <= CLIP_LEN_M / 2
         depth = float(CLIP_H_M - at[2])
-        seated = in_channel and at[2] <= SEATED_Z_M and self.through_channel()
+        seated = in_channel and at[2] <= SEATED_Z_M and self.through_channel(local)
         held = self.held()
         dropped = float(np.linalg.norm(tab - tcp[:3])) > DROP_DISTANCE_M
         success = seated
